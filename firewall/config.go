@@ -1,0 +1,206 @@
+package firewall
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+)
+
+// Defaults for the Config fields left zero. They are fixed values so that a
+// rule compiled by one devbox version matches the daemon of another.
+const (
+	// DefaultDNSPort is the local port the DNS filter listens on; every
+	// outbound DNS packet is redirected there. It is above 1024 so the
+	// filter, which runs as an unprivileged system user, can bind it.
+	DefaultDNSPort = 53535
+	// DefaultMark is the SO_MARK the DNS filter puts on its upstream
+	// sockets. Setting a mark needs CAP_NET_ADMIN, so the agent cannot forge it.
+	DefaultMark = 0x64627831
+	// DefaultLogGroup is the NFLOG group blocked packets are sent to.
+	DefaultLogGroup = 5353
+	// DefaultMinTTL and DefaultMaxTTL bound how long a resolved address
+	// stays in the allowed sets.
+	DefaultMinTTL = 60 * time.Second
+	DefaultMaxTTL = time.Hour
+	// DefaultStateDir holds the daemon's config copy and pidfile.
+	DefaultStateDir = "/run/devbox"
+	// DefaultResolvConf is read for upstream resolvers when none are given.
+	DefaultResolvConf = "/etc/resolv.conf"
+)
+
+// Destination is one allow or deny entry: exactly one of Name and Prefix is
+// set. A Wildcard name matches every subdomain of Name but not Name itself.
+type Destination struct {
+	Name     string       `json:"name,omitempty"`
+	Wildcard bool         `json:"wildcard,omitempty"`
+	Prefix   netip.Prefix `json:"prefix,omitzero"`
+	// Port restricts the entry to one TCP and UDP port; 0 means any port.
+	Port uint16 `json:"port,omitempty"`
+}
+
+func (d Destination) String() string {
+	s := d.Name
+	switch {
+	case d.Prefix.IsValid():
+		s = d.Prefix.String()
+	case d.Wildcard:
+		s = "*." + d.Name
+	}
+	if d.Port != 0 {
+		if d.Prefix.IsValid() && d.Prefix.Addr().Is6() {
+			s = "[" + s + "]"
+		}
+		s = fmt.Sprintf("%s:%d", s, d.Port)
+	}
+	return s
+}
+
+// Config is everything the fence needs. The zero value of every optional
+// field means its default (see WithDefaults); an empty Allow means no egress.
+type Config struct {
+	Allow []Destination `json:"allow"`
+	Deny  []Destination `json:"deny"`
+	// Upstream resolvers the filter forwards allowed queries to; empty means
+	// the nameservers of ResolvConf (Docker's 127.0.0.11 included).
+	Upstream   []netip.AddrPort `json:"upstream,omitempty"`
+	ResolvConf string           `json:"resolvConf,omitempty"`
+
+	DNSPort  uint16 `json:"dnsPort,omitempty"`
+	Mark     uint32 `json:"mark,omitempty"`
+	LogGroup uint16 `json:"logGroup,omitempty"`
+	// Log turns the blocked-connection log on; LogFile is where it goes.
+	Log     bool   `json:"log,omitempty"`
+	LogFile string `json:"logFile,omitempty"`
+
+	MinTTL   time.Duration `json:"minTTL,omitempty"`
+	MaxTTL   time.Duration `json:"maxTTL,omitempty"`
+	StateDir string        `json:"stateDir,omitempty"`
+}
+
+// WithDefaults returns c with every zero optional field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.DNSPort == 0 {
+		c.DNSPort = DefaultDNSPort
+	}
+	if c.Mark == 0 {
+		c.Mark = DefaultMark
+	}
+	if c.LogGroup == 0 {
+		c.LogGroup = DefaultLogGroup
+	}
+	if c.MinTTL == 0 {
+		c.MinTTL = DefaultMinTTL
+	}
+	if c.MaxTTL == 0 {
+		c.MaxTTL = DefaultMaxTTL
+	}
+	if c.StateDir == "" {
+		c.StateDir = DefaultStateDir
+	}
+	if c.ResolvConf == "" {
+		c.ResolvConf = DefaultResolvConf
+	}
+	return c
+}
+
+// Validate reports the first entry that cannot be enforced.
+func (c Config) Validate() error {
+	for _, list := range []struct {
+		what string
+		ds   []Destination
+	}{{"allow", c.Allow}, {"deny", c.Deny}} {
+		for i, d := range list.ds {
+			if d.Prefix.IsValid() == (d.Name != "") {
+				return fmt.Errorf("firewall: %s[%d]: exactly one of name and prefix must be set", list.what, i)
+			}
+			if d.Name != "" && !validName(d.Name) {
+				return fmt.Errorf("firewall: %s[%d]: %q is not a valid host name", list.what, i, d.Name)
+			}
+			if d.Wildcard && d.Name == "" {
+				return fmt.Errorf("firewall: %s[%d]: a wildcard needs a name", list.what, i)
+			}
+		}
+	}
+	if c.MinTTL < 0 || c.MaxTTL < 0 || (c.MaxTTL != 0 && c.MinTTL > c.MaxTTL) {
+		return fmt.Errorf("firewall: TTL bounds %v..%v are not a range", c.MinTTL, c.MaxTTL)
+	}
+	for _, u := range c.Upstream {
+		if !u.IsValid() || u.Port() == 0 {
+			return fmt.Errorf("firewall: upstream %q is not an address with a port", u)
+		}
+	}
+	return nil
+}
+
+// validName accepts lower-case LDH names (underscores allowed for service
+// labels), byte for byte: anything else, NUL included, is rejected rather
+// than normalized.
+func validName(s string) bool {
+	if s == "" || len(s) > 253 || strings.HasPrefix(s, ".") || strings.HasSuffix(s, ".") {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			b := label[i]
+			if !(b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '-' || b == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// LoadConfig reads a Config written as JSON (the daemon's copy).
+func LoadConfig(path string) (Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("firewall: read config: %w", err)
+	}
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("firewall: %s: %w", path, err)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%w (in %s)", err, path)
+	}
+	return c, nil
+}
+
+// upstreams returns the resolvers the filter forwards to.
+func (c Config) upstreams() ([]netip.AddrPort, error) {
+	if len(c.Upstream) > 0 {
+		return c.Upstream, nil
+	}
+	f, err := os.Open(c.ResolvConf)
+	if err != nil {
+		return nil, fmt.Errorf("no upstream resolver configured and %w", err)
+	}
+	defer f.Close()
+	var out []netip.AddrPort
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "nameserver" {
+			a, err := netip.ParseAddr(fields[1])
+			if err != nil {
+				continue
+			}
+			out = append(out, netip.AddrPortFrom(a.WithZone(""), 53))
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no upstream resolver configured and no nameserver in " + c.ResolvConf)
+	}
+	return out, nil
+}

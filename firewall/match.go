@@ -1,0 +1,105 @@
+package firewall
+
+import (
+	"net/netip"
+	"strings"
+)
+
+// Verdict is what the policy says about one DNS name.
+type Verdict struct {
+	Allowed bool
+	// Reason says why a name is not allowed ("denied", "not-allowed",
+	// "invalid-name").
+	Reason string
+	// AnyPort is true when an allow entry without a port matched; otherwise
+	// Ports lists the ports the matching entries allow.
+	AnyPort bool
+	Ports   []uint16
+}
+
+// Match decides whether name (a DNS name, with or without the trailing dot,
+// any case) may be resolved. Deny entries win over allow entries.
+func (c Config) Match(name string) Verdict {
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	if !validName(name) {
+		return Verdict{Reason: "invalid-name"}
+	}
+	for _, d := range c.Deny {
+		if d.Port == 0 && d.matchesName(name) {
+			return Verdict{Reason: "denied"}
+		}
+	}
+	var v Verdict
+	for _, d := range c.Allow {
+		if !d.matchesName(name) {
+			continue
+		}
+		v.Allowed = true
+		if d.Port == 0 {
+			v.AnyPort = true
+		} else {
+			v.Ports = appendUnique(v.Ports, d.Port)
+		}
+	}
+	if !v.Allowed {
+		return Verdict{Reason: "not-allowed"}
+	}
+	if v.AnyPort {
+		v.Ports = nil
+	}
+	return v
+}
+
+func (d Destination) matchesName(name string) bool {
+	if d.Name == "" {
+		return false
+	}
+	if d.Wildcard {
+		return strings.HasSuffix(name, "."+d.Name)
+	}
+	return name == d.Name
+}
+
+func appendUnique(ps []uint16, p uint16) []uint16 {
+	for _, q := range ps {
+		if q == p {
+			return ps
+		}
+	}
+	return append(ps, p)
+}
+
+// metadataAddrs are the cloud instance metadata services; an allowed name
+// must never be pointed at them.
+var metadataAddrs = []netip.Addr{
+	netip.MustParseAddr("169.254.169.254"),
+	netip.MustParseAddr("fd00:ec2::254"),
+	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud
+}
+
+// AddressVerdict says why a resolved address must be dropped from an answer
+// ("" when it may be used).
+func (c Config) AddressVerdict(a netip.Addr) string {
+	a = a.Unmap()
+	for _, m := range metadataAddrs {
+		if a == m {
+			return "metadata"
+		}
+	}
+	switch {
+	case !a.IsValid() || a.IsUnspecified():
+		return "unspecified"
+	case a.IsLoopback():
+		return "loopback"
+	case a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "multicast"
+	case a.IsLinkLocalUnicast():
+		return "link-local"
+	}
+	for _, d := range c.Deny {
+		if d.Prefix.IsValid() && d.Port == 0 && d.Prefix.Contains(a) {
+			return "denied"
+		}
+	}
+	return ""
+}

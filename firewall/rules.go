@@ -1,0 +1,202 @@
+package firewall
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Chains and sets devbox owns. Nothing outside these names is ever flushed
+// or reordered: Docker's embedded-DNS rules (nat OUTPUT → DOCKER_OUTPUT,
+// DOCKER_POSTROUTING) keep working because only one jump per built-in chain
+// is added, at the top.
+const (
+	ChainInput   = "DEVBOX-INPUT"
+	ChainOutput  = "DEVBOX-OUTPUT"
+	ChainDenied  = "DEVBOX-DENIED"
+	ChainBlocked = "DEVBOX-BLOCKED"
+	ChainReject  = "DEVBOX-REJECT"
+	ChainDNS     = "DEVBOX-DNS"
+
+	// Log prefixes carried by NFLOG; the reader maps them to reasons.
+	prefixDenied     = "devbox:denied"
+	prefixNotAllowed = "devbox:not-allowed"
+)
+
+// Family is an IP family: the rules and sets exist once per family.
+type Family int
+
+const (
+	IPv4 Family = 4
+	IPv6 Family = 6
+)
+
+// Families lists both, in the order they are applied.
+var Families = []Family{IPv4, IPv6}
+
+func (f Family) String() string { return fmt.Sprintf("ipv%d", int(f)) }
+
+// Set kinds. Their kernel names are SetName(kind, family).
+const (
+	SetAllow     = "allow"    // hash:net, with timeouts: any port
+	SetAllowPort = "port"     // hash:net,port, with timeouts
+	SetDeny      = "deny"     // hash:net: never reachable
+	SetDenyPort  = "denyport" // hash:net,port
+)
+
+// SetKinds lists every set kind.
+var SetKinds = []string{SetAllow, SetAllowPort, SetDeny, SetDenyPort}
+
+// SetName is the kernel name of one set ("devbox-allow4").
+func SetName(kind string, f Family) string { return fmt.Sprintf("devbox-%s%d", kind, int(f)) }
+
+func setType(kind string) string {
+	if kind == SetAllowPort || kind == SetDenyPort {
+		return "hash:net,port"
+	}
+	return "hash:net"
+}
+
+// Jump is a rule in a built-in chain that sends packets into one of
+// devbox's chains. Apply inserts it only when it is missing, so re-applying
+// never duplicates it.
+type Jump struct{ Table, Chain, Target string }
+
+// Rule renders the jump in iptables syntax, without the -I/-A verb.
+func (j Jump) Rule() []string { return []string{"-j", j.Target} }
+
+// Ruleset is one family's compiled rules.
+type Ruleset struct {
+	Family Family
+	Jumps  []Jump
+	// tables maps table name → rule lines (iptables-restore syntax) in
+	// devbox's own chains, in table order filter, nat.
+	tables []table
+}
+
+type table struct {
+	name   string
+	policy []string // ":CHAIN POLICY" lines for built-in chains
+	chains []string
+	rules  []string
+}
+
+// Rules compiles cfg into the IPv4 and IPv6 rulesets. It is pure: the same
+// Config always gives the same text.
+func Rules(cfg Config) []Ruleset {
+	cfg = cfg.WithDefaults()
+	var out []Ruleset
+	for _, f := range Families {
+		out = append(out, rules(cfg, f))
+	}
+	return out
+}
+
+func rules(cfg Config, f Family) Ruleset {
+	mark := fmt.Sprintf("0x%x", cfg.Mark)
+	reject, nd := "icmp-admin-prohibited", []string(nil)
+	if f == IPv6 {
+		reject = "icmp6-adm-prohibited"
+		// Neighbour discovery is IPv6's ARP: without it no IPv6 packet, not
+		// even an allowed one, finds the next hop.
+		for _, t := range []string{"router-solicitation", "router-advertisement", "neighbour-solicitation", "neighbour-advertisement"} {
+			nd = append(nd, "-p ipv6-icmp -m icmp6 --icmpv6-type "+t+" -j ACCEPT")
+		}
+	}
+	set := func(kind string) string { return SetName(kind, f) }
+
+	filter := table{
+		name:   "filter",
+		policy: []string{":INPUT DROP [0:0]", ":FORWARD DROP [0:0]", ":OUTPUT DROP [0:0]"},
+		chains: []string{ChainInput, ChainOutput, ChainDenied, ChainBlocked, ChainReject},
+	}
+	add := func(chain string, specs ...string) {
+		for _, s := range specs {
+			filter.rules = append(filter.rules, "-A "+chain+" "+s)
+		}
+	}
+	add(ChainInput, "-i lo -j ACCEPT", "-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT")
+	add(ChainInput, nd...)
+	add(ChainInput, "-j DROP")
+
+	add(ChainOutput, "-o lo -j ACCEPT", "-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT")
+	add(ChainOutput, nd...)
+	// Only the DNS filter can set this mark (SO_MARK needs CAP_NET_ADMIN):
+	// its upstream queries are the one way out on port 53.
+	add(ChainOutput,
+		"-p udp -m udp --dport 53 -m mark --mark "+mark+" -j ACCEPT",
+		"-p tcp -m tcp --dport 53 -m mark --mark "+mark+" -j ACCEPT",
+		// Deny wins: it is checked before any allow set.
+		"-m set --match-set "+set(SetDeny)+" dst -j "+ChainDenied,
+		"-p tcp -m set --match-set "+set(SetDenyPort)+" dst,dst -j "+ChainDenied,
+		"-p udp -m set --match-set "+set(SetDenyPort)+" dst,dst -j "+ChainDenied,
+		// Allowed destinations are TCP and UDP only: no ICMP tunnel.
+		"-p tcp -m set --match-set "+set(SetAllow)+" dst -j ACCEPT",
+		"-p udp -m set --match-set "+set(SetAllow)+" dst -j ACCEPT",
+		"-p tcp -m set --match-set "+set(SetAllowPort)+" dst,dst -j ACCEPT",
+		"-p udp -m set --match-set "+set(SetAllowPort)+" dst,dst -j ACCEPT",
+		"-j "+ChainBlocked,
+	)
+	for _, c := range []struct{ chain, prefix string }{{ChainDenied, prefixDenied}, {ChainBlocked, prefixNotAllowed}} {
+		if cfg.Log {
+			// Rate-limited so a busy loop of blocked connects cannot flood
+			// the log reader.
+			add(c.chain, fmt.Sprintf("-m limit --limit 20/sec --limit-burst 50 -j NFLOG --nflog-prefix %s --nflog-group %d", c.prefix, cfg.LogGroup))
+		}
+		add(c.chain, "-j "+ChainReject)
+	}
+	// Fast failure: a reset or an ICMP error, not a silent timeout.
+	add(ChainReject, "-p tcp -j REJECT --reject-with tcp-reset", "-j REJECT --reject-with "+reject)
+
+	nat := table{name: "nat", chains: []string{ChainDNS}}
+	nat.rules = []string{
+		// The filter's own queries skip the redirect, so they reach the real
+		// upstream, Docker's 127.0.0.11 (DNATed by Docker's own rules after
+		// this chain) included.
+		"-A " + ChainDNS + " -m mark --mark " + mark + " -j RETURN",
+		fmt.Sprintf("-A %s -p udp -m udp --dport 53 -j REDIRECT --to-ports %d", ChainDNS, cfg.DNSPort),
+		fmt.Sprintf("-A %s -p tcp -m tcp --dport 53 -j REDIRECT --to-ports %d", ChainDNS, cfg.DNSPort),
+	}
+	return Ruleset{
+		Family: f,
+		Jumps: []Jump{
+			{"filter", "INPUT", ChainInput},
+			{"filter", "OUTPUT", ChainOutput},
+			{"nat", "OUTPUT", ChainDNS},
+		},
+		tables: []table{filter, nat},
+	}
+}
+
+// Restore renders the ruleset as iptables-restore input for
+// `iptables-restore --noflush`: built-in chain policies set to DROP, devbox's
+// chains declared and flushed, the missing jumps inserted at the top, and the
+// rules. Each table is one atomic commit. present reports whether a jump is
+// already in place (nil: none is).
+func (r Ruleset) Restore(present func(Jump) bool) string {
+	var b strings.Builder
+	for _, t := range r.tables {
+		fmt.Fprintf(&b, "*%s\n", t.name)
+		for _, p := range t.policy {
+			b.WriteString(p + "\n")
+		}
+		for _, c := range t.chains {
+			fmt.Fprintf(&b, ":%s - [0:0]\n", c)
+		}
+		for _, c := range t.chains {
+			fmt.Fprintf(&b, "-F %s\n", c)
+		}
+		for _, j := range r.Jumps {
+			if j.Table == t.name && (present == nil || !present(j)) {
+				fmt.Fprintf(&b, "-I %s 1 %s\n", j.Chain, strings.Join(j.Rule(), " "))
+			}
+		}
+		for _, l := range t.rules {
+			b.WriteString(l + "\n")
+		}
+		b.WriteString("COMMIT\n")
+	}
+	return b.String()
+}
+
+// String renders the ruleset for a fresh namespace (every jump inserted).
+func (r Ruleset) String() string { return r.Restore(nil) }

@@ -1,0 +1,180 @@
+package firewall
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "update golden files")
+
+// TestRulesGolden compiles every testdata/rules-*.json Config and compares
+// the iptables-restore text with testdata/rules-*.golden.
+func TestRulesGolden(t *testing.T) {
+	inputs, err := filepath.Glob("testdata/rules-*.json")
+	if err != nil || len(inputs) == 0 {
+		t.Fatalf("no golden inputs: %v", err)
+	}
+	for _, in := range inputs {
+		name := strings.TrimSuffix(filepath.Base(in), ".json")
+		t.Run(name, func(t *testing.T) {
+			cfg, err := LoadConfig(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			for _, rs := range Rules(cfg) {
+				b.WriteString("# " + rs.Family.String() + "\n" + rs.String())
+			}
+			golden := filepath.Join("testdata", name+".golden")
+			if *update {
+				if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./firewall -update)", err)
+			}
+			if got := b.String(); got != string(want) {
+				t.Errorf("rules differ from %s (run with -update to accept):\n%s", golden, got)
+			}
+		})
+	}
+}
+
+func TestRestoreSkipsPresentJumps(t *testing.T) {
+	for _, rs := range Rules(Config{}) {
+		all := rs.Restore(func(Jump) bool { return true })
+		if strings.Contains(all, "-I ") {
+			t.Errorf("%v: jumps re-inserted although present:\n%s", rs.Family, all)
+		}
+		none := rs.Restore(nil)
+		if n := strings.Count(none, "-I "); n != len(rs.Jumps) {
+			t.Errorf("%v: %d jumps inserted, want %d", rs.Family, n, len(rs.Jumps))
+		}
+		// Never flush a chain that is not ours.
+		for _, line := range strings.Split(none, "\n") {
+			if strings.HasPrefix(line, "-F ") && !strings.HasPrefix(line, "-F DEVBOX-") {
+				t.Errorf("%v: flushes a foreign chain: %q", rs.Family, line)
+			}
+		}
+	}
+}
+
+func TestMatch(t *testing.T) {
+	cfg := Config{
+		Allow: []Destination{
+			{Name: "api.example.test"},
+			{Name: "example.test", Wildcard: true},
+			{Name: "git.example.test", Port: 22},
+			{Name: "only443.test", Port: 443},
+			{Name: "only443.test", Port: 8443},
+		},
+		Deny: []Destination{{Name: "evil.example.test"}, {Name: "bad.test", Wildcard: true}},
+	}
+	tests := []struct {
+		name    string
+		allowed bool
+		reason  string
+		anyPort bool
+		ports   []uint16
+	}{
+		{"api.example.test", true, "", true, nil},
+		{"API.Example.Test.", true, "", true, nil},
+		{"x.y.example.test", true, "", true, nil},
+		{"example.test", false, "not-allowed", false, nil}, // wildcard is subdomains only
+		{"evil.example.test", false, "denied", false, nil},
+		{"a.bad.test", false, "denied", false, nil},
+		{"git.example.test", true, "", true, nil}, // also matched by the wildcard
+		{"only443.test", true, "", false, []uint16{443, 8443}},
+		{"other.test", false, "not-allowed", false, nil},
+		{"api.example.test\x00.evil", false, "invalid-name", false, nil},
+		{"", false, "invalid-name", false, nil},
+	}
+	for _, tt := range tests {
+		v := cfg.Match(tt.name)
+		if v.Allowed != tt.allowed || v.Reason != tt.reason || v.AnyPort != tt.anyPort || !equalPorts(v.Ports, tt.ports) {
+			t.Errorf("Match(%q) = %+v, want allowed=%v reason=%q anyPort=%v ports=%v", tt.name, v, tt.allowed, tt.reason, tt.anyPort, tt.ports)
+		}
+	}
+}
+
+func equalPorts(a, b []uint16) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestAddressVerdict(t *testing.T) {
+	cfg := Config{Deny: []Destination{{Prefix: mustPrefix("10.66.0.0/16")}}}
+	tests := map[string]string{
+		"93.184.216.34":    "",
+		"2001:db8::1":      "",
+		"127.0.0.1":        "loopback",
+		"::1":              "loopback",
+		"169.254.169.254":  "metadata",
+		"169.254.1.1":      "link-local",
+		"fe80::1":          "link-local",
+		"fd00:ec2::254":    "metadata",
+		"0.0.0.0":          "unspecified",
+		"::":               "unspecified",
+		"::ffff:127.0.0.1": "loopback",
+		"10.66.3.4":        "denied",
+		"224.0.0.1":        "multicast",
+	}
+	for addr, want := range tests {
+		if got := cfg.AddressVerdict(mustAddr(addr)); got != want {
+			t.Errorf("AddressVerdict(%s) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+func TestConfigJSONRoundTrip(t *testing.T) {
+	in := Config{
+		Allow: []Destination{{Name: "a.test", Port: 443}, {Prefix: mustPrefix("10.0.0.0/8")}, {Name: "w.test", Wildcard: true}},
+		Deny:  []Destination{{Prefix: mustPrefix("fd00::/8")}},
+		Log:   true,
+	}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(p, raw, 0o644)
+	out, err := LoadConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(out); string(got) != string(raw) {
+		t.Errorf("round trip changed the config:\n%s\n%s", raw, got)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	bad := []Config{
+		{Allow: []Destination{{}}},
+		{Allow: []Destination{{Name: "a.test", Prefix: mustPrefix("10.0.0.0/8")}}},
+		{Allow: []Destination{{Name: "A.test"}}},
+		{Allow: []Destination{{Name: "a\x00.test"}}},
+		{Deny: []Destination{{Name: "-"}, {Name: "..x"}}},
+		{MinTTL: 10, MaxTTL: 5},
+	}
+	for i, c := range bad {
+		if err := c.Validate(); err == nil {
+			t.Errorf("config %d validated: %+v", i, c)
+		}
+	}
+	if err := (Config{Allow: []Destination{{Name: "ok-name_1.test"}}}).Validate(); err != nil {
+		t.Errorf("good config refused: %v", err)
+	}
+}
