@@ -1,0 +1,36 @@
+package devboxtest
+
+import (
+	"io"
+	"log"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+)
+
+// NewRegistry starts go-containerregistry's in-memory registry on loopback
+// for the length of tb and returns its host:port. It needs no daemon and no
+// DEVBOX_E2E; it has no auth (use DEVBOX_REGISTRY for the htpasswd one).
+func NewRegistry(tb testing.TB) string {
+	tb.Helper()
+	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
+	tb.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// BuildkitHost returns the address of the test buildkitd
+// (DEVBOX_BUILDKIT_HOST), gating tb on DEVBOX_E2E.
+func BuildkitHost(tb testing.TB) string {
+	tb.Helper()
+	return Env(tb, "DEVBOX_BUILDKIT_HOST")
+}
+
+// Replace sets *target to val for the length of tb and restores it after.
+func Replace[T any](tb testing.TB, target *T, val T) {
+	tb.Helper()
+	old := *target
+	*target = val
+	tb.Cleanup(func() { *target = old })
+}
