@@ -1,0 +1,163 @@
+package image
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/devbox-dev/devbox/internal/devcontainer"
+	"github.com/devbox-dev/devbox/internal/policy"
+)
+
+// MetadataLabel is the label the Dev Containers CLI reads image metadata
+// from.
+const MetadataLabel = "devcontainer.metadata"
+
+// Labels devbox adds besides the OCI ones.
+const (
+	// LabelPolicy holds the normalized policy (the same bytes as
+	// devcontainer.PolicyPath), so a registry UI or `docker inspect` shows
+	// what an image enforces without running it.
+	LabelPolicy = "dev.devbox.policy"
+	// LabelPolicyDigest is the sha256 of LabelPolicy.
+	LabelPolicyDigest = "dev.devbox.policy.digest"
+	// LabelClaudeCode is the pinned Claude Code version ("none" when left
+	// out).
+	LabelClaudeCode = "dev.devbox.claude-code"
+)
+
+// Entrypoint and Cmd of every devbox image: the entrypoint installs the
+// fence as root, then runs Cmd as the policy's user. The Dev Containers CLI
+// overrides both and runs the label's "entrypoint" instead.
+var (
+	Entrypoint = []string{devcontainer.BinaryPath, "entrypoint", "--"}
+	Cmd        = []string{"sleep", "infinity"}
+)
+
+// Env is the image's environment.
+var Env = []string{
+	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	// Claude Code's self-updater would replace the pinned binary (in the
+	// user's home); managed settings say the same.
+	"DISABLE_AUTOUPDATER=1",
+}
+
+// Metadata returns the devcontainer.metadata label value: a JSON array with
+// one object, as the Dev Containers CLI writes it, carrying what a bare
+// {"image": "…"} devcontainer.json needs to start the fence.
+func Metadata(p *policy.Policy) (string, error) {
+	b, err := json.Marshal([]map[string]any{devcontainer.FenceProperties(p)})
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// Labels returns the image labels for spec; Annotations the same OCI keys as
+// manifest annotations.
+func Labels(spec Spec, devboxVersion string) (map[string]string, error) {
+	md, err := Metadata(spec.Policy)
+	if err != nil {
+		return nil, err
+	}
+	pj, err := PolicyJSON(spec.Policy)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(pj)
+	// One line: a label value with newlines does not survive a Dockerfile.
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, pj); err != nil {
+		return nil, err
+	}
+	l := map[string]string{
+		MetadataLabel:     md,
+		LabelPolicy:       compact.String(),
+		LabelPolicyDigest: "sha256:" + hex.EncodeToString(sum[:]),
+		LabelClaudeCode:   spec.Policy.Agent.ClaudeCode,
+	}
+	maps.Copy(l, ociAnnotations(spec, devboxVersion))
+	return l, nil
+}
+
+func ociAnnotations(spec Spec, devboxVersion string) map[string]string {
+	a := map[string]string{
+		"org.opencontainers.image.created":     Created(spec.Lock).Format(time.RFC3339),
+		"org.opencontainers.image.version":     devboxVersion,
+		"org.opencontainers.image.base.name":   spec.Lock.Base.Ref,
+		"org.opencontainers.image.base.digest": spec.Lock.Base.Digest,
+		"org.opencontainers.image.title":       "devbox sandbox for " + spec.Policy.Image.User.Name,
+	}
+	if spec.Source != "" {
+		a["org.opencontainers.image.source"] = spec.Source
+	}
+	return a
+}
+
+// Annotations returns the OCI annotations for the manifest (and index).
+func Annotations(spec Spec, devboxVersion string) map[string]string {
+	return ociAnnotations(spec, devboxVersion)
+}
+
+// Created is the image creation time: the lock's SOURCE_DATE_EPOCH.
+func Created(l *policy.Lock) time.Time {
+	return time.Unix(l.SourceDateEpoch, 0).UTC()
+}
+
+// imageConfig is the part of the OCI image config devbox sets; BuildKit's
+// exporter fills in rootfs and history.
+type imageConfig struct {
+	Created      string          `json:"created"`
+	Architecture string          `json:"architecture"`
+	OS           string          `json:"os"`
+	Variant      string          `json:"variant,omitempty"`
+	Config       containerConfig `json:"config"`
+}
+
+type containerConfig struct {
+	User       string            `json:"User"`
+	Env        []string          `json:"Env"`
+	Entrypoint []string          `json:"Entrypoint"`
+	Cmd        []string          `json:"Cmd"`
+	WorkingDir string            `json:"WorkingDir"`
+	Labels     map[string]string `json:"Labels"`
+}
+
+// ConfigJSON returns the OCI image config for spec as BuildKit's exporter
+// takes it (containerimage.config).
+func ConfigJSON(spec Spec, devboxVersion string) ([]byte, error) {
+	labels, err := Labels(spec, devboxVersion)
+	if err != nil {
+		return nil, err
+	}
+	os, arch, ok := strings.Cut(spec.Platform, "/")
+	if !ok {
+		return nil, fmt.Errorf("platform %q is not os/arch", spec.Platform)
+	}
+	variant := ""
+	if arch == "arm64" {
+		variant = "v8"
+	}
+	return json.Marshal(imageConfig{
+		Created:      Created(spec.Lock).Format(time.RFC3339),
+		Architecture: arch,
+		OS:           os,
+		Variant:      variant,
+		Config: containerConfig{
+			// Root: the entrypoint installs the fence, then drops to the
+			// policy's user itself.
+			User:       "root",
+			Env:        slices.Clone(Env),
+			Entrypoint: slices.Clone(Entrypoint),
+			Cmd:        slices.Clone(Cmd),
+			WorkingDir: "/",
+			Labels:     labels,
+		},
+	})
+}

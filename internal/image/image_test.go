@@ -1,0 +1,360 @@
+package image
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/moby/buildkit/client/llb"
+	"github.com/moby/buildkit/solver/pb"
+	digest "github.com/opencontainers/go-digest"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/devbox-dev/devbox/internal/devcontainer"
+	"github.com/devbox-dev/devbox/internal/policy"
+)
+
+var update = flag.Bool("update", false, "update golden files")
+
+const (
+	testBaseDigest = "sha256:9a083bb9d9ef9f42f686c49a3db5eed1064ab61e866fc51b119aed8169dbb06f"
+	// The real integrity of @anthropic-ai/claude-code-linux-x64@2.1.332.
+	testIntegrity = "sha512-f4JWhzwYutJIHScC7/dYOPX6s28tt7ZADhsOi8zwOHq5fFPEuUeChh2NMfinSg0GrUckYxaeebC4h0DqiKzLcw=="
+	testSHA512Hex = "7f8256873c18bad2481d2702eff75838f5fab36f2db7b6400e1b0e8bccf0387ab97c53c4b94782861d8d31f8a74a0d06ad472463169e79b0b88740ea88accb73"
+)
+
+// testPolicy is a validated-looking policy built in Go, so these tests do
+// not depend on the HuJSON loader.
+func testPolicy(claude string) *policy.Policy {
+	p := &policy.Policy{}
+	p.Image.Base = "registry.test:5000/devbox/base:bookworm"
+	p.Image.User = policy.User{Name: "dev", UID: 1000, GID: 1000}
+	p.Image.Packages = []string{"git", "ripgrep", "iptables"}
+	p.Agent.ClaudeCode = claude
+	p.Network.Allow = []policy.Destination{{Kind: policy.Host, Name: "api.anthropic.com", Port: 443}}
+	return p
+}
+
+func testLock(claude string) *policy.Lock {
+	l := &policy.Lock{
+		Version:         policy.LockVersion,
+		Devbox:          "0.1.0-test",
+		SourceDateEpoch: 1767225600,
+		Base:            policy.LockedImage{Ref: "registry.test:5000/devbox/base:bookworm", Digest: testBaseDigest},
+		ClaudeCode:      policy.LockedClaudeCode{Version: claude},
+	}
+	if claude != policy.ClaudeCodeNone {
+		l.ClaudeCode.Platforms = map[string]policy.LockedPackage{
+			"linux/amd64": {
+				Package:   "@anthropic-ai/claude-code-linux-x64",
+				Tarball:   "https://registry.npmjs.org/@anthropic-ai/claude-code-linux-x64/-/claude-code-linux-x64-" + claude + ".tgz",
+				Integrity: testIntegrity,
+			},
+		}
+	}
+	return l
+}
+
+func testSpec(claude string) Spec {
+	return Spec{Policy: testPolicy(claude), Lock: testLock(claude), Platform: "linux/amd64", Source: "https://github.com/devbox-dev/devbox"}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/image -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the output (run go test ./internal/image -update after checking):\n%s", path, got)
+	}
+}
+
+// dumpGraph marshals the graph and renders every op as indented JSON with
+// its digest and name: a readable form of what `buildctl debug dump-llb`
+// prints.
+func dumpGraph(t *testing.T, st llb.State) ([]byte, *llb.Definition) {
+	t.Helper()
+	def, err := st.Marshal(context.Background(), llb.LinuxAmd64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type entry struct {
+		Digest string          `json:"digest"`
+		Name   string          `json:"name,omitempty"`
+		Op     json.RawMessage `json:"op"`
+	}
+	var out []entry
+	for _, dt := range def.Def {
+		var op pb.Op
+		if err := op.UnmarshalVT(dt); err != nil {
+			t.Fatal(err)
+		}
+		dgst := digest.FromBytes(dt)
+		js, err := protojson.Marshal(&op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// protojson's spacing is deliberately unstable; re-indent it.
+		var v any
+		if err := json.Unmarshal(js, &v); err != nil {
+			t.Fatal(err)
+		}
+		stable, _ := json.Marshal(v)
+		out = append(out, entry{Digest: dgst.String(), Name: def.Metadata[dgst].Description["llb.customname"], Op: stable})
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(b, '\n'), def
+}
+
+func TestGraphGolden(t *testing.T) {
+	for _, claude := range []string{"2.1.332", policy.ClaudeCodeNone} {
+		t.Run(claude, func(t *testing.T) {
+			st, err := Graph(testSpec(claude))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dump, _ := dumpGraph(t, st)
+			golden(t, "graph-claude-"+claude+".golden", dump)
+			s := string(dump)
+			if !strings.Contains(s, "registry.test:5000/devbox/base@"+testBaseDigest) {
+				t.Error("the graph does not pull the base by digest")
+			}
+			if got := strings.Contains(s, "claude-code-linux-x64"); got != (claude != policy.ClaudeCodeNone) {
+				t.Errorf("graph mentions the Claude tarball: %v, want %v", got, claude != policy.ClaudeCodeNone)
+			}
+		})
+	}
+}
+
+// A change to the network policy alone must change only the policy layer:
+// every other op of the graph keeps its digest, so BuildKit's cache holds.
+func TestGraphNetworkChangeTouchesOnlyPolicy(t *testing.T) {
+	a := testSpec("2.1.332")
+	b := testSpec("2.1.332")
+	b.Policy.Network.Allow = append(b.Policy.Network.Allow, policy.Destination{Kind: policy.Host, Name: "registry.npmjs.org", Port: 443})
+	opsA := graphOps(t, a)
+	opsB := graphOps(t, b)
+	var changed []string
+	for name, d := range opsB {
+		if opsA[name] != d {
+			changed = append(changed, name)
+		}
+	}
+	slices.Sort(changed)
+	want := []string{"[devbox] policy", "[devbox] policy content"}
+	if !slices.Equal(changed, want) {
+		t.Errorf("ops changed by a network-only change: %q, want %q", changed, want)
+	}
+	// And the policy is the last step: nothing is built on top of it.
+	steps, _ := Steps(a)
+	if last := steps[len(steps)-1]; last.Name != "policy" {
+		t.Errorf("last step is %q, want policy", last.Name)
+	}
+}
+
+func graphOps(t *testing.T, spec Spec) map[string]string {
+	t.Helper()
+	st, err := Graph(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, def := dumpGraph(t, st)
+	ops := map[string]string{}
+	for _, dt := range def.Def {
+		d := digest.FromBytes(dt)
+		if name := def.Metadata[d].Description["llb.customname"]; name != "" {
+			ops[name] = d.String()
+		}
+	}
+	return ops
+}
+
+func TestDockerfileGolden(t *testing.T) {
+	for _, claude := range []string{"2.1.332", policy.ClaudeCodeNone} {
+		t.Run(claude, func(t *testing.T) {
+			df, err := Dockerfile(testSpec(claude), "0.1.0-test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "Dockerfile-claude-"+claude+".golden", df)
+			s := string(df)
+			for _, bad := range []string{"# syntax", "FROM debian", "docker.io", "--mount"} {
+				if strings.Contains(s, bad) {
+					t.Errorf("Dockerfile contains %q, which fails offline or on the classic builder", bad)
+				}
+			}
+			if n := strings.Count(s, "\nFROM registry.test:5000/devbox/base@"+testBaseDigest); n == 0 {
+				t.Error("Dockerfile does not build FROM the locked digest")
+			}
+		})
+	}
+}
+
+func TestStepsValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(s *Spec)
+		want string
+	}{
+		{"sudo", func(s *Spec) { s.Policy.Image.Packages = append(s.Policy.Image.Packages, "sudo") }, `"sudo" would give`},
+		{"shell in package", func(s *Spec) { s.Policy.Image.Packages = []string{"git; rm -rf /"} }, "not a Debian package name"},
+		{"root user", func(s *Spec) { s.Policy.Image.User.UID = 0 }, "must not be root"},
+		{"dns uid", func(s *Spec) { s.Policy.Image.User.UID = devcontainer.DNSUID }, "reserved for devbox-dns"},
+		{"bad user name", func(s *Spec) { s.Policy.Image.User.Name = "Dev User" }, "not a valid user name"},
+		{"reserved name", func(s *Spec) { s.Policy.Image.User.Name = "root" }, "reserved"},
+		{"platform", func(s *Spec) { s.Platform = "linux/s390x" }, "not supported"},
+		{"platform not locked", func(s *Spec) { s.Platform = "linux/arm64" }, "does not pin Claude Code for linux/arm64"},
+		{"bad integrity", func(s *Spec) {
+			p := s.Lock.ClaudeCode.Platforms["linux/amd64"]
+			p.Integrity = "sha512-AAAA"
+			s.Lock.ClaudeCode.Platforms["linux/amd64"] = p
+		}, "not a valid sha512"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := testSpec("2.1.332")
+			tt.edit(&s)
+			_, err := Steps(s)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Steps = %v, want an error containing %q", err, tt.want)
+			}
+			if _, err := Graph(s); err == nil {
+				t.Error("Graph accepted the spec Steps refused")
+			}
+		})
+	}
+}
+
+func TestSteps(t *testing.T) {
+	steps, err := Steps(testSpec("2.1.332"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range steps {
+		names = append(names, s.Name)
+	}
+	want := []string{"claude-fetch", "claude-verify", "packages", "accounts", "claude", "devbox", "policy"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("steps %q, want %q", names, want)
+	}
+	byName := map[string]Step{}
+	for _, s := range steps {
+		byName[s.Name] = s
+	}
+	if !strings.Contains(byName["claude-verify"].Script, "want="+testSHA512Hex) {
+		t.Error("claude-verify does not check the lock's sha512 as hex")
+	}
+	if !strings.Contains(byName["packages"].Script, "install -y --no-install-recommends bubblewrap ca-certificates git iproute2 ipset iptables ripgrep socat\n") {
+		t.Errorf("packages script:\n%s", byName["packages"].Script)
+	}
+	for _, s := range steps {
+		if s.Network != (s.Name == "packages") {
+			t.Errorf("step %s: network %v; only apt may use the network", s.Name, s.Network)
+		}
+	}
+	acc := byName["accounts"].Script
+	for _, w := range []string{"useradd --uid 1000 --gid 1000 --create-home --home-dir /home/dev --shell /bin/bash dev",
+		"--uid 998 --gid 998 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin devbox-dns",
+		"-perm -4000", "chmod u-s,g-s", "sudo"} {
+		if !strings.Contains(acc, w) {
+			t.Errorf("accounts script lacks %q", w)
+		}
+	}
+	pol := byName["policy"]
+	if pol.Dest != devcontainer.PolicyPath || !json.Valid(pol.Data) {
+		t.Errorf("policy step writes %s, valid JSON %v", pol.Dest, json.Valid(pol.Data))
+	}
+}
+
+func TestSHA512Hex(t *testing.T) {
+	got, err := sha512Hex(testIntegrity)
+	if err != nil || got != testSHA512Hex {
+		t.Errorf("sha512Hex = %q, %v; want %q", got, err, testSHA512Hex)
+	}
+	for _, bad := range []string{"sha1-abcd", "sha512-!!!", "sha512-AAAA"} {
+		if _, err := sha512Hex(bad); err == nil {
+			t.Errorf("sha512Hex(%q) accepted", bad)
+		}
+	}
+}
+
+func TestMetadataLabel(t *testing.T) {
+	md, err := Metadata(testPolicy("2.1.332"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var arr []map[string]any
+	if err := json.Unmarshal([]byte(md), &arr); err != nil {
+		t.Fatalf("label is not a JSON array: %v", err)
+	}
+	if len(arr) != 1 {
+		t.Fatalf("label has %d entries, want 1", len(arr))
+	}
+	e := arr[0]
+	if fmt.Sprint(e["capAdd"]) != "[NET_ADMIN NET_RAW]" || e["remoteUser"] != "dev" || e["containerUser"] != "root" ||
+		e["entrypoint"] != devcontainer.BinaryPath+" entrypoint" {
+		t.Errorf("label entry %v", e)
+	}
+	if _, ok := e["runArgs"]; ok {
+		t.Error("runArgs in image metadata is ignored by the Dev Containers CLI")
+	}
+}
+
+func TestConfigJSON(t *testing.T) {
+	b, err := ConfigJSON(testSpec("2.1.332"), "0.1.0-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c imageConfig
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Created != "2026-01-01T00:00:00Z" {
+		t.Errorf("created %q, want the lock's SOURCE_DATE_EPOCH", c.Created)
+	}
+	if c.Config.User != "root" || !slices.Equal(c.Config.Entrypoint, []string{"/usr/local/bin/devbox", "entrypoint", "--"}) ||
+		!slices.Equal(c.Config.Cmd, []string{"sleep", "infinity"}) {
+		t.Errorf("config %+v", c.Config)
+	}
+	l := c.Config.Labels
+	for _, k := range []string{MetadataLabel, LabelPolicy, LabelPolicyDigest, "org.opencontainers.image.created",
+		"org.opencontainers.image.version", "org.opencontainers.image.source", "org.opencontainers.image.base.digest"} {
+		if l[k] == "" {
+			t.Errorf("label %s missing", k)
+		}
+	}
+	if !slices.Contains(c.Config.Env, "DISABLE_AUTOUPDATER=1") {
+		t.Error("the image does not disable Claude Code's updater")
+	}
+}
+
+func TestDockerQuote(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`plain`, `"plain"`},
+		{`[{"a":"$HOME\n"}]`, `"[{\"a\":\"\$HOME\\n\"}]"`},
+	}
+	for _, tt := range tests {
+		if got := dockerQuote(tt.in); got != tt.want {
+			t.Errorf("dockerQuote(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,323 @@
+// Package image turns a sandbox policy and its lock into a container image.
+//
+// The install steps exist once, as data: Steps(spec) returns the ordered
+// list of Step values (run a script, copy a file, fetch a pinned URL) that
+// both renderers consume:
+//
+//   - Graph(spec) builds the BuildKit LLB graph that `devbox build` solves
+//     (pure; golden-tested), and Build solves it against a BuildKit daemon and
+//     exports it (registry push, OCI layout, Docker engine).
+//   - Dockerfile(spec) renders the same steps as a Dockerfile for `devbox
+//     init`'s "build from the repository" mode. Its build context must hold
+//     ContextBinary (a linux devbox binary) and ContextPolicy (the bytes of
+//     PolicyJSON).
+//
+// The image: the base pinned by digest; Debian packages with apt lists and
+// caches removed; the devbox-dns system user and the policy's non-root user,
+// no sudo and every setuid/setgid bit stripped; Claude Code's native binary
+// from its npm platform package, checked against the lock's sha512, with the
+// self-updater disabled; the devbox binary; the normalized policy last, so a
+// change to the network policy alone rebuilds only that small layer. The
+// image config runs `devbox entrypoint -- sleep infinity` as root and carries
+// the devcontainer.metadata label built from devcontainer.FenceProperties.
+package image
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/devbox-dev/devbox/internal/devcontainer"
+	"github.com/devbox-dev/devbox/internal/policy"
+)
+
+// Build-context file names the Dockerfile copies from, and the LLB graph's
+// local source for the devbox binary.
+const (
+	// ContextBinary is the linux devbox binary in the build context.
+	ContextBinary = "devbox"
+	// ContextPolicy is the normalized policy (PolicyJSON) in the build context.
+	ContextPolicy = "policy.json"
+)
+
+// StageClaude is the throwaway stage that downloads and verifies Claude
+// Code; only its /out tree reaches the image, never the 186 MB tarball.
+const StageClaude = "claude"
+
+// claudeOut is the directory of StageClaude copied onto the image root.
+const claudeOut = "/out"
+
+// claudeTarball is where StageClaude's fetch step puts the npm tarball.
+const claudeTarball = "/tmp/devbox-claude/claude.tgz"
+
+// ClaudeSettingsPath is Claude Code's managed settings file on Linux. Managed
+// settings win over user and project settings, so the agent cannot turn the
+// updater back on from its own files.
+const ClaudeSettingsPath = "/etc/claude-code/managed-settings.json"
+
+// BasePackages are the Debian packages every devbox image has: the firewall
+// (iptables, ipset, iproute2), TLS roots, the sandbox layer and socat.
+var BasePackages = []string{"bubblewrap", "ca-certificates", "iproute2", "ipset", "iptables", "socat"}
+
+// forbiddenPackages would give the agent's user a way back to root.
+var forbiddenPackages = []string{"sudo", "doas", "opendoas", "sudo-ldap", "pkexec", "policykit-1", "polkitd"}
+
+// StepKind says what a Step does.
+type StepKind int
+
+const (
+	// RunStep runs Script as root with /bin/sh -eu.
+	RunStep StepKind = iota + 1
+	// CopyStep copies Src (a build-context file, or a path in stage From)
+	// to Dest.
+	CopyStep
+	// FetchStep downloads URL to Dest. It is not verified by itself: the
+	// next RunStep of its stage checks the lock's integrity.
+	FetchStep
+)
+
+func (k StepKind) String() string {
+	switch k {
+	case RunStep:
+		return "run"
+	case CopyStep:
+		return "copy"
+	case FetchStep:
+		return "fetch"
+	}
+	return fmt.Sprintf("StepKind(%d)", int(k))
+}
+
+// Step is one install step of the image, in build order.
+type Step struct {
+	// Name is a short stable identifier ("packages", "policy"); it names the
+	// build vertex ("[devbox] packages") in progress output.
+	Name string
+	// Stage is "" for the image itself, or StageClaude.
+	Stage string
+	Kind  StepKind
+	// Script is the shell script of a RunStep.
+	Script string
+	// Network is true when a RunStep needs the network (apt). Other steps
+	// run with no network at all.
+	Network bool
+	// URL is what a FetchStep downloads.
+	URL string
+	// From is the stage a CopyStep copies from; "" means the build context.
+	From string
+	// Src is the CopyStep source: a build-context file name, or a directory
+	// in stage From ending in "/" to copy its contents.
+	Src string
+	// Dest is where a CopyStep or FetchStep writes.
+	Dest string
+	// Mode is the file mode a CopyStep from the build context sets.
+	Mode os.FileMode
+	// Data is the content of a build-context file known at graph time (the
+	// policy); nil for the devbox binary, which comes from a local source.
+	Data []byte
+}
+
+// Spec is the input of one image build: a validated policy, its lock and
+// the target platform.
+type Spec struct {
+	Policy *policy.Policy
+	Lock   *policy.Lock
+	// Platform is "linux/amd64" or "linux/arm64".
+	Platform string
+	// Source is the org.opencontainers.image.source label ("" = none).
+	Source string
+}
+
+var (
+	debianPackage = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
+	userName      = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+)
+
+// Validate checks what the image builder relies on beyond policy
+// validation: names that end up in shell scripts, a usable non-root user, a
+// lock that pins what this platform needs.
+func (s Spec) Validate() error {
+	if s.Policy == nil || s.Lock == nil {
+		return errors.New("image: spec needs a policy and a lock")
+	}
+	if _, err := claudeArch(s.Platform); err != nil {
+		return err
+	}
+	u := s.Policy.Image.User
+	switch {
+	case !userName.MatchString(u.Name):
+		return fmt.Errorf("image.user.name %q is not a valid user name", u.Name)
+	case u.Name == "root" || u.Name == devcontainer.DNSUser:
+		return fmt.Errorf("image.user.name %q is reserved", u.Name)
+	case u.UID <= 0 || u.GID <= 0:
+		return fmt.Errorf("image.user uid %d / gid %d: the agent's user must not be root", u.UID, u.GID)
+	case u.UID == devcontainer.DNSUID || u.GID == devcontainer.DNSUID:
+		return fmt.Errorf("image.user uid/gid %d is reserved for %s", devcontainer.DNSUID, devcontainer.DNSUser)
+	}
+	for _, p := range s.Policy.Image.Packages {
+		if !debianPackage.MatchString(p) {
+			return fmt.Errorf("image.packages: %q is not a Debian package name", p)
+		}
+		if slices.Contains(forbiddenPackages, p) {
+			return fmt.Errorf("image.packages: %q would give the agent's user a way to root; devbox images never have it", p)
+		}
+	}
+	if s.Lock.Base.Digest == "" {
+		return errors.New("the lock has no base digest (run `devbox lock`)")
+	}
+	if s.Policy.Agent.ClaudeCode != policy.ClaudeCodeNone {
+		if _, ok := s.Lock.ClaudeCode.Platforms[s.Platform]; !ok {
+			return fmt.Errorf("the lock does not pin Claude Code for %s (run `devbox lock --platform %s`)", s.Platform, s.Platform)
+		}
+	}
+	return nil
+}
+
+// Packages returns the Debian packages the image installs: BasePackages plus
+// the policy's, sorted and without duplicates.
+func (s Spec) Packages() []string {
+	pkgs := append(slices.Clone(BasePackages), s.Policy.Image.Packages...)
+	slices.Sort(pkgs)
+	return slices.Compact(pkgs)
+}
+
+// PolicyJSON returns the normalized policy as the image stores it at
+// devcontainer.PolicyPath. encoding/json uses the policy package's
+// MarshalJSON when it has one, which is what makes it canonical.
+func PolicyJSON(p *policy.Policy) ([]byte, error) {
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding the policy: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// claudeArch maps a platform to the suffix of Claude Code's npm platform
+// package.
+func claudeArch(platform string) (string, error) {
+	switch platform {
+	case "linux/amd64":
+		return "x64", nil
+	case "linux/arm64":
+		return "arm64", nil
+	}
+	return "", fmt.Errorf("platform %q is not supported (linux/amd64 or linux/arm64)", platform)
+}
+
+// ClaudePackage returns the npm package carrying Claude Code's native binary
+// for platform ("@anthropic-ai/claude-code-linux-x64").
+func ClaudePackage(platform string) (string, error) {
+	a, err := claudeArch(platform)
+	if err != nil {
+		return "", err
+	}
+	return "@anthropic-ai/claude-code-linux-" + a, nil
+}
+
+// sha512Hex turns an SRI integrity ("sha512-<base64>") into the hex digest
+// sha512sum prints.
+func sha512Hex(integrity string) (string, error) {
+	b64, ok := strings.CutPrefix(integrity, "sha512-")
+	if !ok {
+		return "", fmt.Errorf("integrity %q is not sha512", integrity)
+	}
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || len(raw) != 64 {
+		return "", fmt.Errorf("integrity %q is not a valid sha512", integrity)
+	}
+	return hex.EncodeToString(raw), nil
+}
+
+// shellQuote quotes s for /bin/sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Steps returns the install steps for spec, in build order. StageClaude's
+// steps come first; the image's steps are ordered from the slowest-changing
+// (packages) to the fastest (the policy), because a step's layer is rebuilt
+// whenever anything before it changes.
+func Steps(spec Spec) ([]Step, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	var steps []Step
+	if spec.Policy.Agent.ClaudeCode != policy.ClaudeCodeNone {
+		pkg := spec.Lock.ClaudeCode.Platforms[spec.Platform]
+		want, err := sha512Hex(pkg.Integrity)
+		if err != nil {
+			return nil, fmt.Errorf("lock: Claude Code %s: %w", spec.Platform, err)
+		}
+		settings := `{"env":{"DISABLE_AUTOUPDATER":"1"}}`
+		steps = append(steps,
+			Step{Name: "claude-fetch", Stage: StageClaude, Kind: FetchStep, URL: pkg.Tarball, Dest: claudeTarball},
+			Step{Name: "claude-verify", Stage: StageClaude, Kind: RunStep, Script: strings.Join([]string{
+				"want=" + want,
+				"got=$(sha512sum " + claudeTarball + " | cut -d' ' -f1)",
+				`if [ "$got" != "$want" ]; then`,
+				`  echo "devbox: Claude Code tarball ` + pkg.Tarball + ` does not match the lock (devbox.lock.json): sha512 $got, want $want" >&2`,
+				"  exit 1",
+				"fi",
+				"mkdir -p " + claudeOut + "/usr/local/bin " + claudeOut + "/etc/claude-code /tmp/devbox-claude/x",
+				"tar -xzf " + claudeTarball + " -C /tmp/devbox-claude/x package/claude",
+				"install -m 0755 /tmp/devbox-claude/x/package/claude " + claudeOut + "/usr/local/bin/claude",
+				// Managed settings win over the user's own; the env var is
+				// also in the image config for shells that skip settings.
+				"printf '%s\\n' " + shellQuote(settings) + " > " + claudeOut + ClaudeSettingsPath,
+				"chmod 0644 " + claudeOut + ClaudeSettingsPath,
+			}, "\n")},
+		)
+	}
+
+	u := spec.Policy.Image.User
+	home := "/home/" + u.Name
+	steps = append(steps, Step{Name: "packages", Kind: RunStep, Network: true, Script: strings.Join([]string{
+		"export DEBIAN_FRONTEND=noninteractive",
+		"apt-get update",
+		"apt-get install -y --no-install-recommends " + strings.Join(spec.Packages(), " "),
+		"apt-get clean",
+		// Lists, caches and logs only make the layer bigger and less
+		// reproducible.
+		"rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt/* /var/log/dpkg.log /var/log/alternatives.log /var/cache/debconf/*-old /var/cache/ldconfig/aux-cache",
+	}, "\n")})
+
+	steps = append(steps, Step{Name: "accounts", Kind: RunStep, Script: strings.Join([]string{
+		// No way back to root for the agent's user: no sudo, no setuid or
+		// setgid binary (su, mount, passwd, …). Nothing in the image needs
+		// one: the entrypoint starts as root and only drops privileges.
+		"for p in " + strings.Join(forbiddenPackages, " ") + "; do",
+		`  if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then dpkg --purge --force-depends "$p"; fi`,
+		"done",
+		"rm -rf /etc/sudoers /etc/sudoers.d",
+		fmt.Sprintf("groupadd --system --gid %d %s", devcontainer.DNSUID, devcontainer.DNSUser),
+		fmt.Sprintf("useradd --system --uid %d --gid %d --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin %s",
+			devcontainer.DNSUID, devcontainer.DNSUID, devcontainer.DNSUser),
+		fmt.Sprintf("getent group %d >/dev/null || groupadd --gid %d %s", u.GID, u.GID, u.Name),
+		fmt.Sprintf("useradd --uid %d --gid %d --create-home --home-dir %s --shell /bin/bash %s", u.UID, u.GID, home, u.Name),
+		"mkdir -p /etc/devbox /var/log/devbox",
+		fmt.Sprintf("chown %d:%d /var/log/devbox", devcontainer.DNSUID, devcontainer.DNSUID),
+		"chmod 0755 /var/log/devbox",
+		`find / -xdev -type f \( -perm -4000 -o -perm -2000 \) -exec chmod u-s,g-s {} +`,
+		`left=$(find / -xdev -type f \( -perm -4000 -o -perm -2000 \))`,
+		`if [ -n "$left" ]; then echo "devbox: setuid/setgid files left: $left" >&2; exit 1; fi`,
+	}, "\n")})
+
+	if spec.Policy.Agent.ClaudeCode != policy.ClaudeCodeNone {
+		steps = append(steps, Step{Name: "claude", Kind: CopyStep, From: StageClaude, Src: claudeOut + "/", Dest: "/"})
+	}
+	pj, err := PolicyJSON(spec.Policy)
+	if err != nil {
+		return nil, err
+	}
+	steps = append(steps,
+		Step{Name: "devbox", Kind: CopyStep, Src: ContextBinary, Dest: devcontainer.BinaryPath, Mode: 0o755},
+		Step{Name: "policy", Kind: CopyStep, Src: ContextPolicy, Dest: devcontainer.PolicyPath, Mode: 0o644, Data: pj},
+	)
+	return steps, nil
+}
