@@ -1,0 +1,404 @@
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tailscale/hujson"
+)
+
+// Load reads and validates the policy file at path. A missing file returns
+// an error wrapping ErrNoPolicy; an invalid one returns a *Errors naming
+// every problem with path:line:col.
+func Load(path string) (*Policy, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w", path, ErrNoPolicy)
+		}
+		return nil, fmt.Errorf("reading policy: %w", err)
+	}
+	return Parse(path, raw)
+}
+
+// Parse validates a HuJSON policy (JSON with comments and trailing commas)
+// and returns it with defaults applied, presets expanded, lists sorted and
+// folded and allow entries covered by a deny removed. name is used in error
+// positions and stored in Policy.Path. Every problem is reported at once in
+// a *Errors; on error the Policy is nil.
+func Parse(name string, raw []byte) (*Policy, error) {
+	ex, err := parse(name, raw)
+	if err != nil {
+		return nil, err
+	}
+	return ex.Policy, nil
+}
+
+// parse does the work for Parse and Explain.
+func parse(name string, raw []byte) (*Explanation, error) {
+	d := &decoder{file: name, src: raw, seen: map[string]bool{}}
+	p := defaultPolicy()
+	p.Path = name
+	if i := invalidUTF8(raw); i >= 0 {
+		d.errAtOffset(i, "", "the file is not valid UTF-8")
+		return nil, d.result()
+	}
+	v, err := hujson.Parse(raw)
+	if err != nil {
+		d.syntaxError(err)
+		return nil, d.result()
+	}
+	var notes decodeNotes
+	d.policy(&v, p, &notes)
+	if len(d.errs) > 0 {
+		return nil, d.result()
+	}
+	ex := finish(p, &notes, d.seen)
+	return ex, nil
+}
+
+func invalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// decodeNotes carries what Parse learned that the Policy itself does not
+// keep, for Explain.
+type decodeNotes struct {
+	// explicitAllow are the allow entries written in the file.
+	explicitAllow []Destination
+}
+
+// decoder walks the hujson tree of the original text, so every error can
+// point at the offending key or value in the file as the user wrote it.
+type decoder struct {
+	file string
+	src  []byte
+	errs []Error
+	// seen records the key paths present in the file, to tell which
+	// defaults applied.
+	seen map[string]bool
+}
+
+func (d *decoder) result() error {
+	if len(d.errs) == 0 {
+		return nil
+	}
+	return &Errors{List: d.errs}
+}
+
+func (d *decoder) position(off int) (line, col int) {
+	if off > len(d.src) {
+		off = len(d.src)
+	}
+	before := d.src[:off]
+	line = 1 + bytes.Count(before, []byte("\n"))
+	lineStart := bytes.LastIndexByte(before, '\n') + 1
+	col = 1 + utf8.RuneCount(before[lineStart:])
+	return line, col
+}
+
+func (d *decoder) errAtOffset(off int, path, format string, args ...any) {
+	line, col := d.position(off)
+	d.errs = append(d.errs, Error{File: d.file, Line: line, Col: col, Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (d *decoder) errAt(v *hujson.Value, path, format string, args ...any) {
+	d.errAtOffset(v.StartOffset, path, format, args...)
+}
+
+var hujsonPos = regexp.MustCompile(`^hujson: line (\d+), column (\d+): (.*)$`)
+
+// syntaxError turns a hujson parse error into an Error at its position.
+func (d *decoder) syntaxError(err error) {
+	m := hujsonPos.FindStringSubmatch(err.Error())
+	if m == nil {
+		d.errs = append(d.errs, Error{File: d.file, Msg: "syntax error: " + err.Error()})
+		return
+	}
+	line, _ := strconv.Atoi(m[1])
+	col, _ := strconv.Atoi(m[2])
+	d.errs = append(d.errs, Error{File: d.file, Line: line, Col: col, Msg: "syntax error: " + m[3]})
+}
+
+func kindName(v *hujson.Value) string {
+	switch v.Value.Kind() {
+	case 'n':
+		return "null"
+	case 't', 'f':
+		return "a boolean"
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	}
+	return "an unknown value"
+}
+
+func (d *decoder) wrongType(v *hujson.Value, path, want string) {
+	if v.Value.Kind() == 'n' {
+		d.errAt(v, path, "want %s, got null (leave the key out to get the default)", want)
+		return
+	}
+	d.errAt(v, path, "want %s, got %s", want, kindName(v))
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// field is one key of an object and how to decode its value.
+type field struct {
+	name   string
+	decode func(v *hujson.Value, path string)
+}
+
+// object checks that v is an object whose keys are all known and unique,
+// and decodes each known key.
+func (d *decoder) object(v *hujson.Value, path string, fields ...field) {
+	obj, ok := v.Value.(*hujson.Object)
+	if !ok {
+		d.wrongType(v, path, "an object")
+		return
+	}
+	known := make([]string, len(fields))
+	for i, f := range fields {
+		known[i] = f.name
+	}
+	done := map[string]bool{}
+	for i := range obj.Members {
+		m := &obj.Members[i]
+		key := m.Name.Value.(hujson.Literal).String()
+		kpath := join(path, key)
+		if done[key] {
+			d.errAt(&m.Name, kpath, "duplicate key %q", key)
+			continue
+		}
+		done[key] = true
+		var f *field
+		for j := range fields {
+			if fields[j].name == key {
+				f = &fields[j]
+			}
+		}
+		if f == nil {
+			where := "at the top level"
+			if path != "" {
+				where = "in " + path
+			}
+			d.errAt(&m.Name, kpath, "unknown key %q %s (known keys: %s)", key, where, strings.Join(known, ", "))
+			continue
+		}
+		d.seen[kpath] = true
+		f.decode(&m.Value, kpath)
+	}
+}
+
+func (d *decoder) str(v *hujson.Value, path string) (string, bool) {
+	lit, ok := v.Value.(hujson.Literal)
+	if !ok || lit.Kind() != '"' {
+		d.wrongType(v, path, "a string")
+		return "", false
+	}
+	return lit.String(), true
+}
+
+func (d *decoder) boolean(v *hujson.Value, path string) (bool, bool) {
+	lit, ok := v.Value.(hujson.Literal)
+	if !ok || (lit.Kind() != 't' && lit.Kind() != 'f') {
+		d.wrongType(v, path, "true or false")
+		return false, false
+	}
+	return lit.Bool(), true
+}
+
+func (d *decoder) integer(v *hujson.Value, path string) (int, bool) {
+	lit, ok := v.Value.(hujson.Literal)
+	if !ok || lit.Kind() != '0' {
+		d.wrongType(v, path, "an integer")
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(lit), 10, 32)
+	if err != nil {
+		d.errAt(v, path, "want an integer, got %s", lit)
+		return 0, false
+	}
+	return int(n), true
+}
+
+// array calls each for every element of an array, with its path.
+func (d *decoder) array(v *hujson.Value, path string, each func(v *hujson.Value, path string)) {
+	arr, ok := v.Value.(*hujson.Array)
+	if !ok {
+		d.wrongType(v, path, "an array")
+		return
+	}
+	for i := range arr.Elements {
+		each(&arr.Elements[i], fmt.Sprintf("%s[%d]", path, i))
+	}
+}
+
+// strings decodes an array of strings, checking each with check, which
+// returns the canonical value or a reason.
+func (d *decoder) strings(v *hujson.Value, path string, check func(string) (string, string)) []string {
+	out := []string{}
+	d.array(v, path, func(e *hujson.Value, p string) {
+		s, ok := d.str(e, p)
+		if !ok {
+			return
+		}
+		c, reason := check(s)
+		if reason != "" {
+			d.errAt(e, p, "%q: %s", s, reason)
+			return
+		}
+		out = append(out, c)
+	})
+	return out
+}
+
+func (d *decoder) destinations(v *hujson.Value, path string) []Destination {
+	out := []Destination{}
+	d.array(v, path, func(e *hujson.Value, p string) {
+		s, ok := d.str(e, p)
+		if !ok {
+			return
+		}
+		dest, err := ParseDestination(s)
+		if err != nil {
+			d.errAt(e, p, "%q: %s", s, err.(*DestinationError).Reason)
+			return
+		}
+		out = append(out, dest)
+	})
+	return out
+}
+
+// checked decodes a string and validates it with check.
+func (d *decoder) checked(v *hujson.Value, path string, dst *string, check func(string) (string, string)) {
+	s, ok := d.str(v, path)
+	if !ok {
+		return
+	}
+	c, reason := check(s)
+	if reason != "" {
+		d.errAt(v, path, "%q: %s", s, reason)
+		return
+	}
+	*dst = c
+}
+
+func (d *decoder) policy(v *hujson.Value, p *Policy, notes *decodeNotes) {
+	d.object(v, "",
+		field{"image", func(v *hujson.Value, path string) { d.image(v, path, &p.Image) }},
+		field{"agent", func(v *hujson.Value, path string) {
+			d.object(v, path, field{"claudeCode", func(v *hujson.Value, path string) {
+				d.checked(v, path, &p.Agent.ClaudeCode, checkClaudeCode)
+			}})
+		}},
+		field{"network", func(v *hujson.Value, path string) { d.network(v, path, &p.Network, notes) }},
+		field{"sandbox", func(v *hujson.Value, path string) { d.sandbox(v, path, &p.Sandbox) }},
+	)
+}
+
+func (d *decoder) image(v *hujson.Value, path string, img *Image) {
+	d.object(v, path,
+		field{"base", func(v *hujson.Value, path string) { d.checked(v, path, &img.Base, checkBaseRef) }},
+		field{"user", func(v *hujson.Value, path string) {
+			d.object(v, path,
+				field{"name", func(v *hujson.Value, path string) { d.checked(v, path, &img.User.Name, checkUserName) }},
+				field{"uid", func(v *hujson.Value, path string) { d.id(v, path, &img.User.UID) }},
+				field{"gid", func(v *hujson.Value, path string) { d.id(v, path, &img.User.GID) }},
+			)
+		}},
+		field{"packages", func(v *hujson.Value, path string) { img.Packages = d.strings(v, path, checkPackage) }},
+		field{"tag", func(v *hujson.Value, path string) { d.checked(v, path, &img.Tag, checkPushTag) }},
+	)
+}
+
+func (d *decoder) id(v *hujson.Value, path string, dst *int) {
+	n, ok := d.integer(v, path)
+	if !ok {
+		return
+	}
+	if reason := checkID(n); reason != "" {
+		d.errAt(v, path, "%d: %s", n, reason)
+		return
+	}
+	*dst = n
+}
+
+func (d *decoder) network(v *hujson.Value, path string, n *Network, notes *decodeNotes) {
+	d.object(v, path,
+		field{"presets", func(v *hujson.Value, path string) { n.Presets = d.strings(v, path, checkPreset) }},
+		field{"allow", func(v *hujson.Value, path string) {
+			n.Allow = d.destinations(v, path)
+			notes.explicitAllow = n.Allow
+		}},
+		field{"deny", func(v *hujson.Value, path string) { n.Deny = d.destinations(v, path) }},
+		field{"dns", func(v *hujson.Value, path string) {
+			d.object(v, path, field{"upstream", func(v *hujson.Value, path string) {
+				n.DNS.Upstream = n.DNS.Upstream[:0]
+				d.array(v, path, func(e *hujson.Value, p string) {
+					s, ok := d.str(e, p)
+					if !ok {
+						return
+					}
+					ap, reason := parseUpstream(s)
+					if reason != "" {
+						d.errAt(e, p, "%q: %s", s, reason)
+						return
+					}
+					n.DNS.Upstream = append(n.DNS.Upstream, ap)
+				})
+			}})
+		}},
+		field{"log", func(v *hujson.Value, path string) {
+			d.object(v, path,
+				field{"blocked", func(v *hujson.Value, path string) {
+					if b, ok := d.boolean(v, path); ok {
+						n.Log.Blocked = b
+					}
+				}},
+				field{"file", func(v *hujson.Value, path string) { d.checked(v, path, &n.Log.File, checkLogFile) }},
+			)
+		}},
+	)
+}
+
+func (d *decoder) sandbox(v *hujson.Value, path string, s *Sandbox) {
+	d.object(v, path,
+		field{"enabled", func(v *hujson.Value, path string) {
+			if b, ok := d.boolean(v, path); ok {
+				s.Enabled = b
+			}
+		}},
+		// The default denyRead entries are always kept: the file adds to
+		// them, it cannot lift them.
+		field{"denyRead", func(v *hujson.Value, path string) {
+			s.DenyRead = append(s.DenyRead, d.strings(v, path, checkSandboxPath)...)
+		}},
+		field{"allowWrite", func(v *hujson.Value, path string) { s.AllowWrite = d.strings(v, path, checkWritablePath) }},
+		field{"denyWrite", func(v *hujson.Value, path string) { s.DenyWrite = d.strings(v, path, checkSandboxPath) }},
+	)
+}
