@@ -2,13 +2,79 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"runtime"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/devbox-dev/devbox/internal/devcontainer"
 )
 
-// SCAFFOLD: replaced by the issue that owns this command.
 var initCommand = &cli.Command{
-	Name:   "init",
-	Usage:  "(not built yet)",
-	Action: func(*cli.Context) error { return errors.New("init: not built yet") },
+	Name:      "init",
+	Usage:     "write .devcontainer/ (policy, devcontainer.json, Dockerfile) for this repository",
+	ArgsUsage: "[DIR]",
+	Description: `Writes .devcontainer/devbox.policy.jsonc (the default policy, with the
+presets the repository's files call for) and .devcontainer/devcontainer.json,
+so VS Code "Reopen in Container" or "devcontainer up" starts a fenced
+container. An existing devcontainer.json is patched in place, comments kept,
+and every changed key is printed. Running init again changes nothing.
+
+By default the image is built from the repository: init writes
+.devcontainer/Dockerfile and copies its own binary (Linux only; see
+--binary) to .devcontainer/.devbox/devbox, which is git-ignored. With
+--image the dev container uses a prebuilt image pinned by digest instead.`,
+	Flags: []cli.Flag{
+		&cli.StringFlag{
+			Name:  "image",
+			Usage: "use the prebuilt image `REF@sha256:DIGEST` instead of building from the repository",
+		},
+		&cli.BoolFlag{
+			Name:  "force",
+			Usage: "overwrite existing files with fresh ones instead of keeping or patching them",
+		},
+		&cli.StringFlag{
+			Name:  "binary",
+			Usage: "Linux devbox binary `FILE` to copy into the build context (default: this devbox, on Linux)",
+		},
+	},
+	Action: func(c *cli.Context) error {
+		if c.NArg() > 1 {
+			return errors.New("init: at most one DIR argument")
+		}
+		opts := devcontainer.InitOptions{
+			Root:   ".",
+			Image:  c.String("image"),
+			Force:  c.Bool("force"),
+			Binary: c.String("binary"),
+		}
+		if c.NArg() == 1 {
+			opts.Root = c.Args().First()
+		}
+		if fi, err := os.Stat(opts.Root); err != nil || !fi.IsDir() {
+			return fmt.Errorf("init: %s is not a directory", opts.Root)
+		}
+		if opts.Image == "" {
+			opts.Dockerfile = devcontainer.Dockerfile
+			if opts.Binary == "" {
+				if runtime.GOOS != "linux" {
+					return fmt.Errorf("init: this devbox is built for %s; pass --binary with a Linux build (GOOS=linux go build ./cmd/devbox) or use --image", runtime.GOOS)
+				}
+				self, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("init: finding this binary to copy: %w", err)
+				}
+				opts.Binary = self
+			}
+		}
+		results, err := devcontainer.Init(opts)
+		if err != nil {
+			return err
+		}
+		for _, r := range results {
+			fmt.Fprintln(c.App.Writer, r)
+		}
+		return nil
+	},
 }

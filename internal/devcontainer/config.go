@@ -1,0 +1,105 @@
+package devcontainer
+
+import (
+	"path"
+	"sort"
+
+	"github.com/devbox-dev/devbox/internal/policy"
+)
+
+// labelOnly are FenceProperties keys that devcontainer.json does not accept:
+// the Dev Containers CLI reads "entrypoint" only from the image's
+// devcontainer.metadata label and from features. In build mode the
+// generated Dockerfile carries the label; in image mode the image does.
+var labelOnly = map[string]bool{"entrypoint": true}
+
+// ConfigProperties returns the fence's properties that belong in
+// devcontainer.json: FenceProperties without the label-only keys.
+func ConfigProperties(p *policy.Policy) map[string]any {
+	out := map[string]any{}
+	for k, v := range FenceProperties(p) {
+		if !labelOnly[k] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// HomeDir is the agent user's home directory inside the container.
+func HomeDir(p *policy.Policy) string { return path.Join("/home", p.Image.User.Name) }
+
+// ClaudeVolume is the named volume that keeps Claude Code's configuration
+// and login per container: ${devcontainerId} is stable across rebuilds of
+// one dev container and different between two.
+const ClaudeVolume = "devbox-claude-${devcontainerId}"
+
+// initializeCheck runs on the host before the image build. The binary copy
+// is not committed, so a fresh clone must run `devbox init` once; say so
+// instead of letting the build fail on a missing COPY source.
+const initializeCheck = "test -x .devcontainer/.devbox/devbox || { echo 'devbox: .devcontainer/.devbox/devbox is missing: run `devbox init` in this repository first' >&2; exit 1; }"
+
+// layout describes what is on the host that the rules depend on.
+type layout struct {
+	// image is the prebuilt image reference; "" builds from the Dockerfile.
+	image string
+	// gitHooks and gitConfig say whether .git/hooks and .git/config exist
+	// (a bind mount of a missing path fails the container start).
+	gitHooks, gitConfig bool
+}
+
+// mounts are the read-only bind mounts that stop code in the container from
+// planting what the host later runs (git hooks, git config aliases and
+// fsmonitor, the dev container definition itself), plus Claude's volume.
+func mounts(p *policy.Policy, l layout) []string {
+	ro := func(rel string) string {
+		return "source=${localWorkspaceFolder}/" + rel + ",target=${containerWorkspaceFolder}/" + rel + ",type=bind,readonly"
+	}
+	out := []string{ro(".devcontainer")}
+	if l.gitHooks {
+		out = append(out, ro(".git/hooks"))
+	}
+	if l.gitConfig {
+		out = append(out, ro(".git/config"))
+	}
+	return append(out, "source="+ClaudeVolume+",target="+HomeDir(p)+"/.claude,type=volume")
+}
+
+// configRules is the desired state of devcontainer.json for policy p.
+// Patching applies it to a user's file and to the template alike, so a new
+// file and a patched one get the same keys.
+func configRules(p *policy.Policy, l layout) []rule {
+	var rs []rule
+	if l.image != "" {
+		rs = append(rs,
+			rule{path: []string{"build"}, kind: remove},
+			rule{path: []string{"initializeCommand"}, kind: removeIfEqual, value: initializeCheck},
+			rule{path: []string{"image"}, kind: set, value: l.image},
+		)
+	} else {
+		rs = append(rs,
+			rule{path: []string{"image"}, kind: remove},
+			rule{path: []string{"build", "dockerfile"}, kind: set, value: "Dockerfile"},
+			rule{path: []string{"build", "context"}, kind: set, value: "."},
+			rule{path: []string{"initializeCommand"}, kind: setIfAbsent, value: initializeCheck},
+		)
+	}
+	props := ConfigProperties(p)
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if list, ok := props[k].([]string); ok {
+			rs = append(rs, rule{path: []string{k}, kind: union, value: list})
+		} else {
+			rs = append(rs, rule{path: []string{k}, kind: set, value: props[k]})
+		}
+	}
+	return append(rs,
+		rule{path: []string{"mounts"}, kind: union, value: mounts(p, l)},
+		// One directory holds all of Claude Code's state (it otherwise also
+		// writes ~/.claude.json), so the volume above keeps all of it.
+		rule{path: []string{"containerEnv", "CLAUDE_CONFIG_DIR"}, kind: set, value: HomeDir(p) + "/.claude"},
+	)
+}

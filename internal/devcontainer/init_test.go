@@ -1,0 +1,418 @@
+package devcontainer
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/devbox-dev/devbox/internal/policy"
+)
+
+var update = flag.Bool("update", false, "update golden files")
+
+// golden compares got with testdata/name, rewriting it under -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (go test -update rewrites it)\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+// fakeBinary writes a file that passes init's ELF check, standing in for a
+// Linux devbox build.
+func fakeBinary(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "devbox")
+	if err := os.WriteFile(p, []byte("\x7fELF fake devbox for tests\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func buildOpts(t *testing.T, root string) InitOptions {
+	return InitOptions{Root: root, Binary: fakeBinary(t), Dockerfile: Dockerfile}
+}
+
+func read(t *testing.T, root, rel string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func write(t *testing.T, root, rel, data string) {
+	t.Helper()
+	p := filepath.Join(root, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// snapshot returns every file under root/.devcontainer with its bytes.
+func snapshot(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(filepath.Join(root, Dir), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(root, p)
+		out[filepath.ToSlash(rel)] = string(b)
+		return err
+	})
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func statuses(rs []FileResult) map[string]Status {
+	m := map[string]Status{}
+	for _, r := range rs {
+		m[r.Path] = r.Status
+	}
+	return m
+}
+
+func TestInitFreshGolden(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string // repository files before init
+		image string
+	}{
+		{name: "empty"},
+		{name: "node-go-git", files: map[string]string{
+			"package.json":     "{}",
+			"go.mod":           "module x\n",
+			".git/config":      "[remote \"origin\"]\n\turl = https://github.com/example/x\n",
+			".git/hooks/.keep": "",
+		}},
+		{name: "image", image: "registry.test/team/devbox@sha256:" + strings.Repeat("ab", 32)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			for p, d := range tt.files {
+				write(t, root, p, d)
+			}
+			opts := buildOpts(t, root)
+			opts.Image = tt.image
+			rs, err := Init(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rs {
+				if r.Status != Created {
+					t.Errorf("%s: status %s, want created", r.Path, r.Status)
+				}
+			}
+			golden(t, tt.name+".devcontainer.json", read(t, root, ConfigFile))
+			golden(t, tt.name+".policy.jsonc", read(t, root, PolicyFile))
+			if tt.image == "" {
+				golden(t, tt.name+".Dockerfile", read(t, root, DockerfileFile))
+				if got := read(t, root, BinaryFile); !bytes.HasPrefix(got, []byte("\x7fELF")) {
+					t.Errorf("binary not copied: %q", got)
+				}
+				fi, err := os.Stat(filepath.Join(root, BinaryFile))
+				if err != nil || fi.Mode().Perm()&0o111 == 0 {
+					t.Errorf("binary is not executable: %v %v", fi.Mode(), err)
+				}
+			} else if _, err := os.Stat(filepath.Join(root, DockerfileFile)); !os.IsNotExist(err) {
+				t.Errorf("image mode wrote a Dockerfile (err=%v)", err)
+			}
+			// A fresh devcontainer.json is strict JSON, no comments.
+			if !json.Valid(read(t, root, ConfigFile)) {
+				t.Errorf("devcontainer.json is not strict JSON")
+			}
+		})
+	}
+}
+
+func TestInitIdempotent(t *testing.T) {
+	for _, image := range []string{"", "registry.test/x@sha256:" + strings.Repeat("0", 64)} {
+		root := t.TempDir()
+		write(t, root, "pyproject.toml", "")
+		opts := buildOpts(t, root)
+		opts.Image = image
+		if _, err := Init(opts); err != nil {
+			t.Fatal(err)
+		}
+		before := snapshot(t, root)
+		rs, err := Init(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			if r.Status != Unchanged {
+				t.Errorf("image=%q second run: %s is %s, want unchanged", image, r.Path, r.Status)
+			}
+		}
+		after := snapshot(t, root)
+		if len(before) == 0 || !mapsEqual(before, after) {
+			t.Errorf("image=%q: second run changed files", image)
+		}
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestInitKeepsPatchesAndForces(t *testing.T) {
+	root := t.TempDir()
+	opts := buildOpts(t, root)
+	if _, err := Init(opts); err != nil {
+		t.Fatal(err)
+	}
+	fresh := snapshot(t, root)
+
+	// The user edits the policy: init keeps it and regenerates its own
+	// Dockerfile from it.
+	userPolicy := strings.Replace(fresh[PolicyFile], `"packages": []`, `"packages": ["jq"]`, 1)
+	if userPolicy == fresh[PolicyFile] {
+		t.Fatal("test setup: packages key not found in the template")
+	}
+	write(t, root, PolicyFile, userPolicy)
+	rs, err := Init(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := statuses(rs)
+	if st[PolicyFile] != Kept || st[DockerfileFile] != Updated || st[ConfigFile] != Unchanged {
+		t.Errorf("after a policy edit: %v", st)
+	}
+	if got := string(read(t, root, PolicyFile)); got != userPolicy {
+		t.Errorf("policy was not kept")
+	}
+	if !strings.Contains(string(read(t, root, DockerfileFile)), " jq") {
+		t.Errorf("Dockerfile does not follow the edited policy:\n%s", read(t, root, DockerfileFile))
+	}
+
+	// A Dockerfile that init did not write is refused, and nothing is
+	// written at all, not even the files before it.
+	write(t, root, DockerfileFile, "FROM scratch\n")
+	write(t, root, ConfigFile, "{}\n")
+	before := snapshot(t, root)
+	_, err = Init(opts)
+	if err == nil || !strings.Contains(err.Error(), "Dockerfile exists and was not written by devbox init") || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("want a refusal naming the Dockerfile and --force, got %v", err)
+	}
+	if !mapsEqual(before, snapshot(t, root)) {
+		t.Errorf("a refused init changed files")
+	}
+
+	// --force: everything back to fresh.
+	opts.Force = true
+	rs, err = Init(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = statuses(rs)
+	for _, p := range []string{PolicyFile, ConfigFile, DockerfileFile} {
+		if st[p] != Overwritten {
+			t.Errorf("--force: %s is %s, want overwritten", p, st[p])
+		}
+	}
+	if !mapsEqual(fresh, snapshot(t, root)) {
+		t.Errorf("--force did not restore the fresh files")
+	}
+}
+
+func TestPatchCommentedGolden(t *testing.T) {
+	src, err := os.ReadFile("testdata/commented.jsonc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"build", "image"} {
+		t.Run(mode, func(t *testing.T) {
+			root := t.TempDir()
+			write(t, root, ConfigFile, string(src))
+			write(t, root, ".git/config", "[core]\n")
+			write(t, root, ".git/hooks/pre-commit.sample", "")
+			opts := buildOpts(t, root)
+			if mode == "image" {
+				opts.Image = "registry.test/team/devbox@sha256:" + strings.Repeat("cd", 32)
+			}
+			rs, err := Init(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var report bytes.Buffer
+			for _, r := range rs {
+				report.WriteString(r.String() + "\n")
+			}
+			got := read(t, root, ConfigFile)
+			golden(t, "commented."+mode+".golden", got)
+			golden(t, "commented."+mode+".changes", report.Bytes())
+			// Every comment of the user's file is still there.
+			for _, c := range []string{"// My team's dev container. Keep this comment.", "// The name VS Code shows.", "// trailing comment", "/* Extra capabilities we needed for a debugger. */", "// keep vim", "// Go support"} {
+				if !bytes.Contains(got, []byte(c)) {
+					t.Errorf("comment %q lost", c)
+				}
+			}
+			// Patching the patched file changes nothing.
+			again, changes, err := patchJSONC("again", got, configRules(mustPolicy(t, root), layout{image: opts.Image, gitHooks: true, gitConfig: true}))
+			if err != nil || len(changes) != 0 || !bytes.Equal(again, got) {
+				t.Errorf("second patch: changes %v, err %v", changes, err)
+			}
+		})
+	}
+}
+
+func mustPolicy(t *testing.T, root string) *policy.Policy {
+	t.Helper()
+	p, err := policy.Load(filepath.Join(root, PolicyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDetectPresets(t *testing.T) {
+	tests := []struct {
+		files map[string]string
+		want  []string
+	}{
+		{nil, []string{"anthropic", "claude-login", "vscode"}},
+		{map[string]string{"package.json": "{}"}, []string{"anthropic", "claude-login", "vscode", "npm"}},
+		{map[string]string{"go.mod": ""}, []string{"anthropic", "claude-login", "vscode", "go"}},
+		{map[string]string{"requirements.txt": ""}, []string{"anthropic", "claude-login", "vscode", "pypi"}},
+		{map[string]string{"pyproject.toml": "", "setup.py": ""}, []string{"anthropic", "claude-login", "vscode", "pypi"}},
+		{map[string]string{"sub/package.json": "{}"}, []string{"anthropic", "claude-login", "vscode"}},
+		{map[string]string{".git/config": "url = git@github.com:a/b"}, []string{"anthropic", "claude-login", "vscode", "github"}},
+		{map[string]string{".git/config": "url = https://gitlab.test/a/b"}, []string{"anthropic", "claude-login", "vscode"}},
+		{map[string]string{"package.json/x": ""}, []string{"anthropic", "claude-login", "vscode"}}, // a directory, not a file
+	}
+	for _, tt := range tests {
+		root := t.TempDir()
+		for p, d := range tt.files {
+			write(t, root, p, d)
+		}
+		var got []string
+		for _, p := range DetectPresets(root) {
+			got = append(got, p.Name)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("files %v: presets %v, want %v", tt.files, got, tt.want)
+		}
+	}
+}
+
+func TestInitErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string
+		opts  func(*InitOptions)
+		want  string
+	}{
+		{name: "devcontainer is a file", files: map[string]string{".devcontainer": "x"}, want: ".devcontainer exists and is not a directory"},
+		{name: "syntax error", files: map[string]string{ConfigFile: "{\n  \"name\": \"x\",\n  \"image\" \"y\"\n}\n"}, want: "devcontainer.json:3:11: syntax error"},
+		{name: "not an object", files: map[string]string{ConfigFile: "[]"}, want: "devcontainer.json: the top-level value must be an object"},
+		{name: "capAdd not an array", files: map[string]string{ConfigFile: `{"capAdd": "NET_ADMIN"}`}, want: `devcontainer.json: capAdd: is "NET_ADMIN", want an array`},
+		{name: "compose", files: map[string]string{ConfigFile: `{"dockerComposeFile": "compose.yml", "service": "app"}`}, want: "uses dockerComposeFile"},
+		{name: "bad policy", files: map[string]string{PolicyFile: "{\"network\": {\"allow\": [\"*.com\"]}}"}, want: "devbox.policy.jsonc:1"},
+		{name: "image by tag", opts: func(o *InitOptions) { o.Image = "registry.test/x:latest" }, want: "must be an image reference pinned by digest"},
+		{name: "binary not ELF", opts: func(o *InitOptions) { o.Binary = writeTemp(t, "#!/bin/sh\n") }, want: "not a Linux executable"},
+		{name: "binary missing", opts: func(o *InitOptions) { o.Binary = "/nonexistent/devbox" }, want: "--binary"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			for p, d := range tt.files {
+				write(t, root, p, d)
+			}
+			opts := buildOpts(t, root)
+			if tt.opts != nil {
+				tt.opts(&opts)
+			}
+			before := snapshot(t, root)
+			_, err := Init(opts)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want one containing %q", err, tt.want)
+			}
+			if !mapsEqual(before, snapshot(t, root)) {
+				t.Errorf("a failed init changed files")
+			}
+		})
+	}
+}
+
+func writeTemp(t *testing.T, data string) string {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, []byte(data), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestInitModeSwitch: build → image → build converges, and only init's own
+// initializeCommand is removed in image mode.
+func TestInitModeSwitch(t *testing.T) {
+	root := t.TempDir()
+	opts := buildOpts(t, root)
+	if _, err := Init(opts); err != nil {
+		t.Fatal(err)
+	}
+	build := string(read(t, root, ConfigFile))
+	opts.Image = "registry.test/x@sha256:" + strings.Repeat("1", 64)
+	rs, err := Init(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := string(read(t, root, ConfigFile))
+	if strings.Contains(cfg, "initializeCommand") || strings.Contains(cfg, `"build"`) || !strings.Contains(cfg, opts.Image) {
+		t.Errorf("image mode config:\n%s", cfg)
+	}
+	if st := statuses(rs); st[ConfigFile] != Patched {
+		t.Errorf("switch to image: %v", st)
+	}
+	opts.Image = ""
+	if _, err := Init(opts); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(read(t, root, ConfigFile)); strings.Contains(got, `"image"`) || !strings.Contains(got, "initializeCommand") {
+		t.Errorf("back to build mode:\n%s\nfirst build-mode file was:\n%s", got, build)
+	}
+
+	// A user's own initializeCommand survives image mode.
+	root = t.TempDir()
+	write(t, root, ConfigFile, `{"initializeCommand": "make prepare"}`)
+	opts = buildOpts(t, root)
+	opts.Image = "registry.test/x@sha256:" + strings.Repeat("2", 64)
+	if _, err := Init(opts); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(read(t, root, ConfigFile)), "make prepare") {
+		t.Errorf("the user's initializeCommand was removed")
+	}
+}
