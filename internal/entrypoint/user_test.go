@@ -1,0 +1,60 @@
+package entrypoint
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestLookupAccount(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "etc"), 0o755)
+	os.WriteFile(filepath.Join(root, "etc/passwd"), []byte(`root:x:0:0:root:/root:/bin/bash
+# comment
+devbox-dns:x:998:998::/nonexistent:/usr/sbin/nologin
+dev:x:1001:1002:Dev:/home/dev:/bin/bash
+broken:x:abc:1::/:/bin/sh
+`), 0o644)
+	os.WriteFile(filepath.Join(root, "etc/group"), []byte(`root:x:0:
+dev:x:1002:
+docker:x:999:dev,other
+video:x:44:other
+users:x:100:dev
+`), 0o644)
+	for _, tc := range []struct {
+		name    string
+		want    Account
+		wantErr string
+	}{
+		{name: "dev", want: Account{Name: "dev", UID: 1001, GID: 1002, Groups: []int{999, 100}, Home: "/home/dev", Shell: "/bin/bash"}},
+		{name: "devbox-dns", want: Account{Name: "devbox-dns", UID: 998, GID: 998, Home: "/nonexistent", Shell: "/usr/sbin/nologin"}},
+		{name: "nobody", wantErr: `user "nobody" not found in`},
+		{name: "broken", wantErr: `bad uid/gid for "broken"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := LookupAccount(root, tc.name)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestUserEnv(t *testing.T) {
+	got := userEnv([]string{"PATH=/bin", "HOME=/root", "USER=root", "TERM=xterm"}, Account{Name: "dev", Home: "/home/dev", Shell: "/bin/sh"})
+	want := []string{"PATH=/bin", "TERM=xterm", "HOME=/home/dev", "USER=dev", "LOGNAME=dev", "SHELL=/bin/sh"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
