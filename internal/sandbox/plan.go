@@ -1,0 +1,526 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+)
+
+// Config is what one sandboxed run is made from: the policy's sandbox lists
+// as written (paths not yet expanded) and the run's own settings.
+type Config struct {
+	// Home is the user's home directory; "~" in the lists expands to it.
+	Home string
+	// Workspace is the writable project directory; relative paths in the
+	// lists are relative to it.
+	Workspace string
+	// Dir is the command's working directory ("" means Workspace).
+	Dir string
+	// AllowWrite are writable paths besides Workspace and /tmp.
+	AllowWrite []string
+	// DenyRead are hidden paths. Entries may be globs (*, ?, [..], and a
+	// "**" component for any depth of directories).
+	DenyRead []string
+	// DenyWrite are read-only paths on top of the mandatory lists; globs as
+	// for DenyRead.
+	DenyWrite []string
+	// NoNetwork gives the command a network namespace with only loopback.
+	NoNetwork bool
+	// Weaker drops the new /proc and the nested user namespace ban, which an
+	// unprivileged container cannot give (see Probe). The PID namespace stays.
+	Weaker bool
+	// NewSession puts the command in a new session, so it cannot push input
+	// into the terminal (TIOCSTI). Run sets it unless told otherwise.
+	NewSession bool
+	// Command is the program and its arguments.
+	Command []string
+}
+
+// Op is one bwrap filesystem operation.
+type Op int
+
+const (
+	// Bind makes Path writable (--bind Path Path).
+	Bind Op = iota + 1
+	// ReadOnly makes Path read-only (--ro-bind Path Path).
+	ReadOnly
+	// HideDir puts an empty read-only tmpfs over the directory Path.
+	HideDir
+	// HideFile puts /dev/null over the file Path.
+	HideFile
+)
+
+// Mount is one filesystem operation of the plan, on a path with no symlink.
+type Mount struct {
+	Op   Op
+	Path string
+	// Placeholder is File or Dir when Path does not exist and must be created
+	// (empty) before bwrap starts, so that the read-only bind over it makes
+	// creating it from inside impossible. Missing otherwise.
+	Placeholder Kind
+}
+
+// Spec is a resolved sandbox: everything Args needs, with no filesystem
+// access left to do except creating placeholders (Prepare).
+type Spec struct {
+	// Mounts are applied in order, after the read-only root, /dev and /proc.
+	Mounts []Mount
+	// Dir is the command's working directory inside the sandbox.
+	Dir        string
+	NoNetwork  bool
+	NewSession bool
+	// Proc mounts a new /proc for the new PID namespace; DisableUserns
+	// forbids further user namespaces inside. Both are off in the weaker mode.
+	Proc          bool
+	DisableUserns bool
+	// StatusFD is the descriptor bwrap writes its JSON status to (0: none).
+	StatusFD int
+	Command  []string
+	// Notes say what the plan left out and why (e.g. a missing allowWrite
+	// path); `devbox run --explain` prints them.
+	Notes []string
+}
+
+// ErrReplaceableLink is returned by Plan when a protected path goes through
+// a symbolic link that a sandboxed command could replace.
+var ErrReplaceableLink = errors.New("protected path goes through a replaceable symbolic link")
+
+// Plan resolves cfg against fsys: it expands ~, relative paths and globs,
+// follows symlinks so that every mount lands where a read or write would
+// really go, and orders the mounts so that the most specific path wins.
+func Plan(cfg Config, fsys FS) (Spec, error) {
+	if len(cfg.Command) == 0 {
+		return Spec{}, errors.New("sandbox: no command to run")
+	}
+	for name, p := range map[string]string{"home": cfg.Home, "workspace": cfg.Workspace} {
+		if !path.IsAbs(p) {
+			return Spec{}, fmt.Errorf("sandbox: %s %q is not an absolute path", name, p)
+		}
+	}
+	pl := planner{cfg: cfg, fsys: fsys}
+	return pl.plan()
+}
+
+type planner struct {
+	cfg   Config
+	fsys  FS
+	notes []string
+
+	hidden    map[string]Kind // deny-read real paths → Dir or File
+	writable  []string        // writable roots, real paths
+	protected map[string]Kind // deny-write real paths → kind, or placeholder kind when missing
+	missing   map[string]bool // protected paths that do not exist yet
+}
+
+func (pl *planner) notef(format string, args ...any) {
+	pl.notes = append(pl.notes, fmt.Sprintf(format, args...))
+}
+
+// expand turns a list entry into absolute paths: ~ is the home, relative
+// paths are under the workspace, globs expand to what exists.
+func (pl *planner) expand(entry string) ([]string, error) {
+	var p string
+	switch {
+	case entry == "~":
+		p = pl.cfg.Home
+	case strings.HasPrefix(entry, "~/"):
+		p = path.Join(pl.cfg.Home, entry[2:])
+	case path.IsAbs(entry):
+		p = path.Clean(entry)
+	case entry == "":
+		return nil, errors.New("sandbox: empty path in the sandbox lists")
+	default:
+		p = path.Join(pl.cfg.Workspace, entry)
+	}
+	if !strings.ContainsAny(p, "*?[") {
+		return []string{p}, nil
+	}
+	return glob(pl.fsys, p)
+}
+
+func (pl *planner) plan() (Spec, error) {
+	ws, err := resolve(pl.fsys, pl.cfg.Workspace)
+	if err != nil {
+		return Spec{}, err
+	}
+	if ws.Kind != Dir {
+		return Spec{}, fmt.Errorf("sandbox: workspace %s is not a directory", pl.cfg.Workspace)
+	}
+
+	// 1. Hidden paths. Missing ones have nothing to hide.
+	pl.hidden = map[string]Kind{}
+	for _, e := range pl.cfg.DenyRead {
+		ps, err := pl.expand(e)
+		if err != nil {
+			return Spec{}, err
+		}
+		for _, p := range ps {
+			r, err := resolve(pl.fsys, p)
+			if err != nil {
+				return Spec{}, err
+			}
+			if r.Kind == Missing {
+				continue
+			}
+			if under(ws.Real, r.Real) {
+				return Spec{}, fmt.Errorf("sandbox: denyRead entry %q hides the workspace %s", e, ws.Real)
+			}
+			pl.hidden[r.Real] = r.Kind
+		}
+	}
+
+	// 2. Protected paths, mandatory and from the policy. Symlinks are
+	// checked once the writable roots are known.
+	type want struct {
+		entry string
+		path  string
+		kind  Kind // placeholder kind if missing
+	}
+	var wants []want
+	for _, n := range MandatoryHomeDenyWrite {
+		wants = append(wants, want{"~/" + n, path.Join(pl.cfg.Home, n), placeholderKind(n)})
+	}
+	for _, n := range MandatoryWorkspaceDenyWrite {
+		wants = append(wants, want{n, path.Join(pl.cfg.Workspace, n), placeholderKind(n)})
+		if d := pl.cfg.Dir; d != "" && path.Clean(d) != path.Clean(pl.cfg.Workspace) {
+			// A command started in a sub-project: its own .git/hooks and
+			// friends matter as much as the workspace's.
+			wants = append(wants, want{n, path.Join(d, n), placeholderKind(n)})
+		}
+	}
+	for _, e := range pl.cfg.DenyWrite {
+		ps, err := pl.expand(e)
+		if err != nil {
+			return Spec{}, err
+		}
+		for _, p := range ps {
+			k := File
+			if strings.HasSuffix(e, "/") {
+				k = Dir
+			}
+			wants = append(wants, want{e, p, k})
+		}
+	}
+	type prot struct {
+		want
+		r resolved
+	}
+	var prots []prot
+	pl.protected = map[string]Kind{}
+	pl.missing = map[string]bool{}
+	for _, w := range wants {
+		r, err := resolve(pl.fsys, w.path)
+		if err != nil {
+			return Spec{}, err
+		}
+		prots = append(prots, prot{w, r})
+		if r.Kind == Missing {
+			pl.protected[r.Real] = w.kind
+			pl.missing[r.Real] = true
+		} else {
+			pl.protected[r.Real] = r.Kind
+		}
+	}
+
+	// 3. Writable roots. Deny wins over allow: a root inside a hidden or
+	// protected path is left out.
+	roots := []string{pl.cfg.Workspace, "/tmp"}
+	for _, e := range pl.cfg.AllowWrite {
+		ps, err := pl.expand(e)
+		if err != nil {
+			return Spec{}, err
+		}
+		roots = append(roots, ps...)
+	}
+	seen := map[string]bool{}
+	for i, p := range roots {
+		r, err := resolve(pl.fsys, p)
+		if err != nil {
+			return Spec{}, err
+		}
+		if r.Kind == Missing {
+			pl.notef("allowWrite %s does not exist: not writable", p)
+			continue
+		}
+		if i > 0 {
+			if h := pl.coveredBy(r.Real, pl.hidden); h != "" {
+				pl.notef("allowWrite %s is inside denyRead %s: deny wins", p, h)
+				continue
+			}
+			if h := pl.coveredBy(r.Real, pl.protected); h != "" {
+				pl.notef("allowWrite %s is inside protected %s: deny wins", p, h)
+				continue
+			}
+		}
+		if !seen[r.Real] {
+			seen[r.Real] = true
+			pl.writable = append(pl.writable, r.Real)
+		}
+	}
+
+	var mounts []Mount
+	for _, p := range pl.writable {
+		mounts = append(mounts, Mount{Op: Bind, Path: p})
+	}
+
+	// 4. Protected mounts, where they matter: only inside writable roots
+	// (everything else is read-only already) and not under a hidden path.
+	done := map[string]bool{}
+	for _, pr := range prots {
+		for _, l := range pr.r.Links {
+			if pl.isWritable(path.Dir(l)) {
+				return Spec{}, fmt.Errorf("sandbox: %s: %s is a symbolic link in a writable directory, so a sandboxed command could replace it and write where the link pointed; replace the link by what it points to: %w", pr.path, l, ErrReplaceableLink)
+			}
+		}
+		real := pr.r.Real
+		if done[real] || pl.coveredBy(real, pl.hidden) != "" {
+			continue
+		}
+		if !pl.isWritable(real) && !pl.holdsWritable(real) {
+			continue
+		}
+		done[real] = true
+		m := Mount{Op: ReadOnly, Path: real}
+		if pl.missing[real] {
+			// Below another protected path that exists, creating it is
+			// already impossible, and so is creating a placeholder there.
+			if c := pl.coveredBy(real, existing(pl.protected, pl.missing)); c != "" && c != real {
+				continue
+			}
+			m.Placeholder = pl.protected[real]
+		}
+		mounts = append(mounts, m)
+	}
+
+	// 4b. Pins. A read-only mount protects a path, not the directories
+	// above it: renaming .git away and making a new .git/hooks would get
+	// around it. A directory that is a mount point cannot be renamed (EBUSY),
+	// so every directory between the writable root and a protected path is
+	// bound onto itself, writable as before.
+	pinned := map[string]bool{}
+	for _, m := range mounts {
+		if m.Op != ReadOnly {
+			continue
+		}
+		root := pl.writableRoot(m.Path)
+		if root == "" {
+			continue
+		}
+		for d := path.Dir(m.Path); d != root && under(d, root) && !pinned[d]; d = path.Dir(d) {
+			if done[d] || pl.coveredBy(d, pl.hidden) != "" {
+				continue
+			}
+			pinned[d] = true
+		}
+	}
+	for d := range pinned {
+		mounts = append(mounts, Mount{Op: Bind, Path: d})
+	}
+
+	// 5. Hidden paths.
+	for p, k := range pl.hidden {
+		if k == Dir {
+			mounts = append(mounts, Mount{Op: HideDir, Path: p})
+		} else {
+			mounts = append(mounts, Mount{Op: HideFile, Path: p})
+		}
+	}
+
+	// The most specific path wins: shallower mounts first, and at one path
+	// a deny after an allow.
+	sort.SliceStable(mounts, func(i, j int) bool {
+		di, dj := depth(mounts[i].Path), depth(mounts[j].Path)
+		if di != dj {
+			return di < dj
+		}
+		if mounts[i].Path != mounts[j].Path {
+			return mounts[i].Path < mounts[j].Path
+		}
+		return mounts[i].Op < mounts[j].Op
+	})
+	mounts = dedupe(mounts)
+
+	dir := pl.cfg.Workspace
+	if pl.cfg.Dir != "" {
+		dir = pl.cfg.Dir
+	}
+	sort.Strings(pl.notes)
+	return Spec{
+		Mounts:        mounts,
+		Dir:           dir,
+		NoNetwork:     pl.cfg.NoNetwork,
+		NewSession:    pl.cfg.NewSession,
+		Proc:          !pl.cfg.Weaker,
+		DisableUserns: !pl.cfg.Weaker,
+		Command:       pl.cfg.Command,
+		Notes:         pl.notes,
+	}, nil
+}
+
+// existing returns the entries of m that are not in missing.
+func existing(m map[string]Kind, missing map[string]bool) map[string]Kind {
+	out := map[string]Kind{}
+	for p, k := range m {
+		if !missing[p] {
+			out[p] = k
+		}
+	}
+	return out
+}
+
+// coveredBy returns the path of set that p is at or under ("" if none).
+func (pl *planner) coveredBy(p string, set map[string]Kind) string {
+	best := ""
+	for q := range set {
+		if under(p, q) && len(q) > len(best) {
+			best = q
+		}
+	}
+	return best
+}
+
+// isWritable reports whether a sandboxed command could write at p.
+func (pl *planner) isWritable(p string) bool {
+	for _, w := range pl.writable {
+		if under(p, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// writableRoot returns the deepest writable root holding p ("" if none).
+func (pl *planner) writableRoot(p string) string {
+	best := ""
+	for _, w := range pl.writable {
+		if under(p, w) && len(w) > len(best) {
+			best = w
+		}
+	}
+	return best
+}
+
+// holdsWritable reports whether a writable root lies inside p.
+func (pl *planner) holdsWritable(p string) bool {
+	for _, w := range pl.writable {
+		if under(w, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func placeholderKind(name string) Kind {
+	if placeholderDirs[name] {
+		return Dir
+	}
+	return File
+}
+
+func depth(p string) int {
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
+}
+
+// dedupe drops a mount whose path and operation repeat the previous one.
+func dedupe(ms []Mount) []Mount {
+	out := ms[:0]
+	for i, m := range ms {
+		if i > 0 && ms[i-1].Path == m.Path && ms[i-1].Op == m.Op {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// glob expands an absolute pattern against fsys. A "**" component matches
+// any number of directories (none included); hidden build trees that are
+// large and never hold secrets (.git, node_modules) are not descended.
+func glob(fsys FS, pattern string) ([]string, error) {
+	for _, part := range splitPath(pattern) {
+		if _, err := path.Match(part, ""); err != nil {
+			return nil, fmt.Errorf("sandbox: bad pattern %q: %w", pattern, err)
+		}
+	}
+	var out []string
+	var walk func(dir string, parts []string, depth int) error
+	walk = func(dir string, parts []string, depth int) error {
+		if len(parts) == 0 {
+			out = append(out, dir)
+			return nil
+		}
+		part, rest := parts[0], parts[1:]
+		if part == "**" {
+			if err := walk(dir, rest, depth); err != nil {
+				return err
+			}
+			if depth >= maxGlobDepth {
+				return nil
+			}
+			names, err := readDirIfDir(fsys, dir)
+			if err != nil {
+				return err
+			}
+			for _, n := range names {
+				if n == ".git" || n == "node_modules" {
+					continue
+				}
+				c := path.Join(dir, n)
+				if k, err := fsys.Lstat(c); err != nil {
+					return err
+				} else if k == Dir {
+					if err := walk(c, parts, depth+1); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}
+		if !strings.ContainsAny(part, "*?[") {
+			c := path.Join(dir, part)
+			k, err := fsys.Lstat(c)
+			if err != nil {
+				return err
+			}
+			if k == Missing {
+				return nil
+			}
+			return walk(c, rest, depth)
+		}
+		names, err := readDirIfDir(fsys, dir)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			// Unlike a shell, * matches names starting with a dot too:
+			// hiding too much is the safe side.
+			if ok, _ := path.Match(part, n); ok {
+				if err := walk(path.Join(dir, n), rest, depth); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk("/", splitPath(pattern), 0); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// maxGlobDepth bounds "**" so that a pattern cannot make every run walk a
+// whole home directory.
+const maxGlobDepth = 8
+
+func readDirIfDir(fsys FS, dir string) ([]string, error) {
+	k, err := fsys.Lstat(dir)
+	if err != nil || k != Dir {
+		return nil, err
+	}
+	return fsys.ReadDir(dir)
+}
