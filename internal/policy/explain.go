@@ -12,6 +12,8 @@ import (
 // `devbox policy explain`. Its JSON form is stable: keys and list orders
 // only change with the policy.
 type Explanation struct {
+	// File is the name the policy was read from.
+	File string `json:"file"`
 	// Policy is the effective (normalized) policy.
 	Policy *Policy `json:"policy"`
 	// NoNetwork is true when nothing at all may be reached.
@@ -70,7 +72,7 @@ func finish(p *Policy, notes *decodeNotes, seen map[string]bool) *Explanation {
 	p.Sandbox.DenyWrite = sortFold(p.Sandbox.DenyWrite)
 	removed := resolveNetwork(&p.Network)
 
-	ex := &Explanation{Policy: p, NoNetwork: p.Network.NoNetwork(), Removed: removed, Allowed: []AllowedEntry{}, Defaults: []DefaultApplied{}}
+	ex := &Explanation{File: p.Path, Policy: p, NoNetwork: p.Network.NoNetwork(), Removed: removed, Allowed: []AllowedEntry{}, Defaults: []DefaultApplied{}}
 	for _, a := range p.Network.Allow {
 		e := AllowedEntry{Destination: a}
 		if slices.Contains(notes.explicitAllow, a) {

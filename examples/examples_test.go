@@ -1,0 +1,100 @@
+// Package examples_test validates the example policies under examples/:
+// every *.jsonc or *.hujson file here must validate, and each known example
+// must mean what its comments say.
+package examples_test
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/devbox-dev/devbox/internal/policy"
+)
+
+// expectations hold one check per example file, on top of validation.
+var expectations = map[string]func(t *testing.T, p *policy.Policy){
+	"node.jsonc": func(t *testing.T, p *policy.Policy) {
+		n := p.Network
+		for _, name := range []string{"api.anthropic.com", "claude.ai", "registry.npmjs.org", "github.com"} {
+			if !n.AllowsName(name) {
+				t.Errorf("%s not allowed", name)
+			}
+		}
+		if n.AllowsName("sentry.io") || n.AllowsName("pypi.org") {
+			t.Error("sentry.io (denied) or pypi.org (no preset) allowed")
+		}
+		if !p.Sandbox.Enabled || !slices.Contains(p.Sandbox.AllowWrite, "~/.npm") {
+			t.Errorf("sandbox = %+v", p.Sandbox)
+		}
+	},
+	"python.jsonc": func(t *testing.T, p *policy.Policy) {
+		n := p.Network
+		if !n.AllowsName("pypi.org") || !n.AllowsName("files.pythonhosted.org") {
+			t.Error("PyPI not allowed")
+		}
+		if ports, any := n.NamePorts("pypi.internal.example.test"); any || !slices.Equal(ports, []uint16{443}) {
+			t.Errorf("private index ports = %v, %v; want [443]", ports, any)
+		}
+		if p.Image.User.Name != policy.DefaultUserName || p.Image.Base != policy.DefaultBase {
+			t.Errorf("defaults not applied: %+v", p.Image)
+		}
+	},
+	"locked-down.jsonc": func(t *testing.T, p *policy.Policy) {
+		if !p.Network.NoNetwork() || p.Network.AllowsName("api.anthropic.com") {
+			t.Errorf("locked-down allows network: %v", p.Network.Allow)
+		}
+		if p.Agent.ClaudeCode != policy.ClaudeCodeNone {
+			t.Errorf("claudeCode = %q", p.Agent.ClaudeCode)
+		}
+	},
+	"team.jsonc": func(t *testing.T, p *policy.Policy) {
+		if p.Image.Tag != "registry.example.test:5000/team/devbox:2026.11" {
+			t.Errorf("tag = %q", p.Image.Tag)
+		}
+		n := p.Network
+		if !n.AllowsName("proxy.golang.org") || !n.AllowsName("a.artifacts.example.test") {
+			t.Error("go preset or artifacts not allowed")
+		}
+		if n.AllowsName("keys.artifacts.example.test") || n.AllowsName("statsig.anthropic.com") {
+			t.Error("a denied name is allowed")
+		}
+		if len(n.DNS.Upstream) != 2 || n.DNS.Upstream[0].String() != "10.20.0.53:53" {
+			t.Errorf("upstream = %v", n.DNS.Upstream)
+		}
+	},
+}
+
+func TestExamplesValidate(t *testing.T) {
+	var files []string
+	for _, pattern := range []string{"*.jsonc", "*.hujson"} {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) < len(expectations) {
+		t.Fatalf("found %d example policies, want at least %d", len(files), len(expectations))
+	}
+	for _, f := range files {
+		t.Run(f, func(t *testing.T) {
+			p, err := policy.Load(f)
+			if err != nil {
+				t.Fatalf("example does not validate:\n%v", err)
+			}
+			if _, err := p.Normalize(); err != nil {
+				t.Fatalf("Normalize: %v", err)
+			}
+			check, ok := expectations[f]
+			if !ok {
+				t.Fatalf("no expectation for %s: add one to expectations in examples_test.go", f)
+			}
+			check(t, p)
+		})
+	}
+	for name := range expectations {
+		if !slices.Contains(files, name) {
+			t.Errorf("example %s is missing", name)
+		}
+	}
+}
