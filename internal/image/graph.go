@@ -10,8 +10,9 @@ import (
 	"github.com/moby/buildkit/solver/pb"
 )
 
-// LocalBinary is the name of the LLB local source holding the devbox binary
-// (one file named ContextBinary); Build fills it from the binary path.
+// LocalBinary prefixes the names of the LLB local sources holding the
+// devbox binary (one file named ContextBinary) for each platform; Build
+// fills them from the binary paths.
 const LocalBinary = "devbox-binary"
 
 // VertexPrefix starts the name of every build vertex devbox creates, so
@@ -96,10 +97,11 @@ func Graph(spec Spec) (llb.State, error) {
 					llb.WithCustomName(VertexPrefix+s.Name+" content"))
 				srcPath = "/" + s.Src
 			default:
-				src = llb.Local(LocalBinary, llb.IncludePatterns([]string{s.Src}), llb.SharedKeyHint(LocalBinary),
+				local := LocalBinaryName(spec.Platform)
+				src = llb.Local(local, llb.IncludePatterns([]string{s.Src}), llb.SharedKeyHint(local),
 					// A fixed ID instead of a random one keeps the graph a
 					// pure function of spec.
-					llb.LocalUniqueID(LocalBinary),
+					llb.LocalUniqueID(local),
 					llb.WithCustomName(VertexPrefix+s.Name+" binary"))
 				srcPath = "/" + s.Src
 			}

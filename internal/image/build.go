@@ -1,0 +1,464 @@
+package image
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containerd/platforms"
+	"github.com/docker/cli/cli/config"
+	"github.com/moby/buildkit/client"
+	"github.com/moby/buildkit/client/llb"
+	"github.com/moby/buildkit/exporter/containerimage/exptypes"
+	gateway "github.com/moby/buildkit/frontend/gateway/client"
+	"github.com/moby/buildkit/session"
+	"github.com/moby/buildkit/session/auth/authprovider"
+	"github.com/moby/buildkit/util/progress/progressui"
+	"github.com/tonistiigi/fsutil"
+	"golang.org/x/sync/errgroup"
+
+	// Registers docker-container:// for BUILDKIT_HOST.
+	_ "github.com/moby/buildkit/client/connhelper/dockercontainer"
+)
+
+// DefaultBuildkitHost is the BuildKit address used when BUILDKIT_HOST is
+// unset: where a rootful buildkitd listens by default.
+const DefaultBuildkitHost = "unix:///run/buildkit/buildkitd.sock"
+
+// BuildkitHost returns $BUILDKIT_HOST or DefaultBuildkitHost.
+func BuildkitHost() string {
+	if h := os.Getenv("BUILDKIT_HOST"); h != "" {
+		return h
+	}
+	return DefaultBuildkitHost
+}
+
+// TLS holds the client certificates for a tcp:// BuildKit daemon.
+type TLS struct {
+	CACert, Cert, Key string
+	// ServerName overrides the name checked in the daemon's certificate.
+	ServerName string
+}
+
+// Connect dials BuildKit at addr and checks that a daemon answers, so a
+// missing daemon is reported here, once, with what to do about it.
+func Connect(ctx context.Context, addr string, tls TLS) (*client.Client, error) {
+	var opts []client.ClientOpt
+	if tls.CACert != "" || tls.Cert != "" || tls.Key != "" {
+		if !strings.HasPrefix(addr, "tcp://") {
+			return nil, fmt.Errorf("--tlscacert/--tlscert/--tlskey need a tcp:// BuildKit address, not %s", addr)
+		}
+		if tls.CACert != "" {
+			opts = append(opts, client.WithServerConfig(tls.ServerName, tls.CACert))
+		}
+		if tls.Cert != "" || tls.Key != "" {
+			if tls.Cert == "" || tls.Key == "" {
+				return nil, errors.New("--tlscert and --tlskey go together")
+			}
+			opts = append(opts, client.WithCredentials(tls.Cert, tls.Key))
+		}
+	}
+	c, err := client.New(ctx, addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("BuildKit at %s: %w", addr, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := c.Info(pctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("no BuildKit daemon answers at %s: %v\n"+
+			"  start one (as root: `buildkitd`, listening on %s),\n"+
+			"  or run it in Docker: `docker run -d --privileged --name buildkitd moby/buildkit:v0.34.2` and set BUILDKIT_HOST=docker-container://buildkitd,\n"+
+			"  or point BUILDKIT_HOST (or --buildkit-host) at a daemon you have", addr, err, DefaultBuildkitHost)
+	}
+	return c, nil
+}
+
+// BuildOptions says what to build and where the result goes.
+type BuildOptions struct {
+	// Specs has one Spec per target platform, all for the same policy and
+	// lock. More than one builds a multi-platform index.
+	Specs []Spec
+	// DevboxVersion is stamped into labels.
+	DevboxVersion string
+	// Binaries maps each platform to a linux devbox binary for it.
+	Binaries map[string]string
+
+	// Push lists references to push to ("host/repo:tag"). Pushing happens
+	// only when the whole build succeeded.
+	Push []string
+	// OCIDir writes an OCI layout directory; OCITar an OCI layout tarball.
+	OCIDir, OCITar string
+	// Load streams the image into a Docker engine through LoadFunc, tagged
+	// LoadName.
+	LoadName string
+	LoadFunc func(ctx context.Context, r io.Reader) (string, error)
+
+	CacheFrom, CacheTo []client.CacheOptionsEntry
+
+	// Progress is the progressui mode (auto, tty, plain, rawjson, quiet);
+	// ProgressOut where it is written (stderr).
+	Progress    string
+	ProgressOut io.Writer
+}
+
+// Vertex is one build step as BuildKit reported it.
+type Vertex struct {
+	Name   string
+	Cached bool
+	// Duration is how long the step ran (0 when cached).
+	Duration time.Duration
+}
+
+// Result is what a build produced.
+type Result struct {
+	// Digest is the image manifest digest, or the index digest for a
+	// multi-platform build.
+	Digest string
+	// Pushed lists each pushed reference by digest ("host/repo@sha256:…").
+	Pushed []string
+	// Loaded is what the Docker engine said.
+	Loaded string
+	// Vertices are the build steps in the order they completed.
+	Vertices []Vertex
+	// Elapsed is the wall time of the solve.
+	Elapsed time.Duration
+}
+
+// DevboxVertices returns the vertices devbox named (VertexPrefix),
+// deduplicated by name.
+func (r *Result) DevboxVertices() []Vertex {
+	seen := map[string]bool{}
+	var out []Vertex
+	for _, v := range r.Vertices {
+		if strings.HasPrefix(v.Name, VertexPrefix) && !seen[v.Name] {
+			seen[v.Name] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// LocalBinaryName is the LLB local source holding the devbox binary for
+// platform.
+func LocalBinaryName(platform string) string {
+	return LocalBinary + "-" + strings.ReplaceAll(platform, "/", "-")
+}
+
+// Build solves the image graph of every spec against c and exports it. It
+// checks the specs first, the daemon's platforms next, and pushes only
+// after everything built: a failing step (a wrong Claude Code checksum, a
+// missing base digest) pushes nothing.
+func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, error) {
+	if len(o.Specs) == 0 {
+		return nil, errors.New("nothing to build: no platform")
+	}
+	if len(o.Push) == 0 && o.OCIDir == "" && o.OCITar == "" && o.LoadFunc == nil {
+		return nil, errors.New("no output: give --push, --output or --load")
+	}
+	plats := map[string]llb.ConstraintsOpt{}
+	for _, s := range o.Specs {
+		if err := s.Validate(); err != nil {
+			return nil, err
+		}
+		p, err := platforms.Parse(s.Platform)
+		if err != nil {
+			return nil, err
+		}
+		plats[s.Platform] = llb.Platform(platforms.Normalize(p))
+		if o.Binaries[s.Platform] == "" {
+			return nil, fmt.Errorf("no devbox binary for %s: this devbox runs on another platform; build one (GOOS=linux GOARCH=%s CGO_ENABLED=0 go build ./cmd/devbox) and pass it with --devbox-binary %s=PATH",
+				s.Platform, p.Architecture, s.Platform)
+		}
+	}
+	if err := checkPlatforms(ctx, c, o.Specs); err != nil {
+		return nil, err
+	}
+
+	locals := map[string]fsutil.FS{}
+	for plat, bin := range o.Binaries {
+		dir, cleanup, err := binaryContext(bin)
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		fs, err := fsutil.NewFS(dir)
+		if err != nil {
+			return nil, err
+		}
+		locals[LocalBinaryName(plat)] = fs
+	}
+
+	epoch := strconv.FormatInt(o.Specs[0].Lock.SourceDateEpoch, 10)
+	attrs := map[string]string{
+		"oci-mediatypes":    "true",
+		"rewrite-timestamp": "true",
+		"source-date-epoch": epoch,
+	}
+	multi := len(o.Specs) > 1
+	for k, v := range Annotations(o.Specs[0], o.DevboxVersion) {
+		attrs["annotation-manifest."+k] = v
+		if multi {
+			attrs["annotation-index."+k] = v
+		}
+	}
+	var exports []client.ExportEntry
+	if len(o.Push) > 0 {
+		a := maps.Clone(attrs)
+		a["name"] = strings.Join(o.Push, ",")
+		a["push"] = "true"
+		exports = append(exports, client.ExportEntry{Type: client.ExporterImage, Attrs: a})
+	}
+	if o.OCIDir != "" {
+		a := maps.Clone(attrs)
+		a["tar"] = "false"
+		exports = append(exports, client.ExportEntry{Type: client.ExporterOCI, Attrs: a, OutputDir: o.OCIDir})
+	}
+	if o.OCITar != "" {
+		path := o.OCITar
+		exports = append(exports, client.ExportEntry{Type: client.ExporterOCI, Attrs: maps.Clone(attrs),
+			Output: func(map[string]string) (io.WriteCloser, error) { return os.Create(path) }})
+	}
+	var loadPipe *io.PipeReader
+	if o.LoadFunc != nil {
+		if multi {
+			return nil, errors.New("--load takes one platform: a Docker engine stores one image per tag")
+		}
+		a := maps.Clone(attrs)
+		a["name"] = o.LoadName
+		// Docker 20.10 only reads Docker media types.
+		a["oci-mediatypes"] = "false"
+		pr, pw := io.Pipe()
+		loadPipe = pr
+		exports = append(exports, client.ExportEntry{Type: client.ExporterDocker, Attrs: a,
+			Output: func(map[string]string) (io.WriteCloser, error) { return pw, nil }})
+	}
+
+	dockerCfg := config.LoadDefaultConfigFile(io.Discard)
+	solveOpt := client.SolveOpt{
+		Exports:      exports,
+		LocalMounts:  locals,
+		CacheImports: o.CacheFrom,
+		CacheExports: o.CacheTo,
+		Session: []session.Attachable{authprovider.NewDockerAuthProvider(authprovider.DockerAuthProviderConfig{
+			AuthConfigProvider: authprovider.LoadAuthConfig(dockerCfg),
+		})},
+	}
+
+	buildFunc := func(ctx context.Context, gc gateway.Client) (*gateway.Result, error) {
+		res := gateway.NewResult()
+		var exp exptypes.Platforms
+		for _, spec := range o.Specs {
+			st, err := Graph(spec)
+			if err != nil {
+				return nil, err
+			}
+			def, err := st.Marshal(ctx, plats[spec.Platform])
+			if err != nil {
+				return nil, err
+			}
+			r, err := gc.Solve(ctx, gateway.SolveRequest{Definition: def.ToPB(), Evaluate: true})
+			if err != nil {
+				return nil, err
+			}
+			ref, err := r.SingleRef()
+			if err != nil {
+				return nil, err
+			}
+			cfg, err := ConfigJSON(spec, o.DevboxVersion)
+			if err != nil {
+				return nil, err
+			}
+			p := platforms.Normalize(platforms.MustParse(spec.Platform))
+			if !multi {
+				res.SetRef(ref)
+				res.AddMeta(exptypes.ExporterImageConfigKey, cfg)
+				continue
+			}
+			id := platforms.FormatAll(p)
+			res.AddRef(id, ref)
+			res.AddMeta(exptypes.ExporterImageConfigKey+"/"+id, cfg)
+			exp.Platforms = append(exp.Platforms, exptypes.Platform{ID: id, Platform: p})
+		}
+		if multi {
+			dt, err := json.Marshal(exp)
+			if err != nil {
+				return nil, err
+			}
+			res.AddMeta(exptypes.ExporterPlatformsKey, dt)
+		}
+		return res, nil
+	}
+
+	out := o.ProgressOut
+	if out == nil {
+		out = io.Discard
+	}
+	mode := progressui.DisplayMode(o.Progress)
+	if mode == "" {
+		mode = progressui.AutoMode
+	}
+	display, err := progressui.NewDisplay(out, mode)
+	if err != nil {
+		return nil, fmt.Errorf("--progress %s: %w", o.Progress, err)
+	}
+
+	res := &Result{}
+	statusCh := make(chan *client.SolveStatus)
+	displayCh := make(chan *client.SolveStatus)
+	var vmu sync.Mutex
+	start := time.Now()
+	eg, ectx := errgroup.WithContext(ctx)
+	var resp *client.SolveResponse
+	eg.Go(func() error {
+		var err error
+		resp, err = c.Build(ectx, solveOpt, "devbox", buildFunc, statusCh)
+		return err
+	})
+	eg.Go(func() error {
+		// Tee the status stream: the display, and the vertex record tests
+		// and `devbox build` use to say what was cached.
+		defer close(displayCh)
+		seen := map[string]int{}
+		for s := range statusCh {
+			vmu.Lock()
+			for _, v := range s.Vertexes {
+				if v.Completed == nil {
+					continue
+				}
+				d := v.Digest.String()
+				vx := Vertex{Name: v.Name, Cached: v.Cached}
+				if v.Started != nil {
+					vx.Duration = v.Completed.Sub(*v.Started)
+				}
+				if i, ok := seen[d]; ok {
+					res.Vertices[i] = vx
+				} else {
+					seen[d] = len(res.Vertices)
+					res.Vertices = append(res.Vertices, vx)
+				}
+			}
+			vmu.Unlock()
+			displayCh <- s
+		}
+		return nil
+	})
+	eg.Go(func() error {
+		_, err := display.UpdateFrom(context.WithoutCancel(ectx), displayCh)
+		return err
+	})
+	if loadPipe != nil {
+		eg.Go(func() error {
+			msg, err := o.LoadFunc(ectx, loadPipe)
+			// Unblock the exporter if the engine stopped reading early.
+			loadPipe.CloseWithError(err)
+			res.Loaded = msg
+			return err
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return nil, err
+	}
+	res.Elapsed = time.Since(start)
+	res.Digest = resp.ExporterResponse[exptypes.ExporterImageDigestKey]
+	if res.Digest == "" {
+		return nil, errors.New("BuildKit returned no image digest")
+	}
+	for _, ref := range o.Push {
+		res.Pushed = append(res.Pushed, repository(ref)+"@"+res.Digest)
+	}
+	return res, nil
+}
+
+// repository strips a tag from ref ("host:5000/x:tag" → "host:5000/x").
+func repository(ref string) string {
+	if at := strings.LastIndex(ref, "@"); at >= 0 {
+		ref = ref[:at]
+	}
+	if c := strings.LastIndex(ref, ":"); c > strings.LastIndex(ref, "/") {
+		ref = ref[:c]
+	}
+	return ref
+}
+
+// checkPlatforms fails clearly when no worker of the daemon can build one
+// of the specs' platforms (a multi-platform build without emulation).
+func checkPlatforms(ctx context.Context, c *client.Client, specs []Spec) error {
+	ws, err := c.ListWorkers(ctx)
+	if err != nil {
+		return fmt.Errorf("asking BuildKit for its workers: %w", err)
+	}
+	var have []string
+	for _, w := range ws {
+		for _, p := range w.Platforms {
+			have = append(have, platforms.Format(platforms.Normalize(p)))
+		}
+	}
+	for _, s := range specs {
+		want := platforms.Format(platforms.Normalize(platforms.MustParse(s.Platform)))
+		ok := false
+		for _, h := range have {
+			if platforms.OnlyStrict(platforms.MustParse(h)).Match(platforms.MustParse(want)) {
+				ok = true
+			}
+		}
+		if !ok {
+			slices.Sort(have)
+			return fmt.Errorf("the BuildKit daemon cannot build %s (its workers run %s); install QEMU binfmt handlers on the daemon's host (e.g. tonistiigi/binfmt) or use a builder of that platform",
+				s.Platform, strings.Join(slices.Compact(have), ", "))
+		}
+	}
+	return nil
+}
+
+// binaryContext returns a directory holding bin as ContextBinary, so the
+// local source always has the same file name whatever bin is called.
+func binaryContext(bin string) (string, func(), error) {
+	fi, err := os.Stat(bin)
+	if err != nil {
+		return "", nil, fmt.Errorf("devbox binary: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", nil, fmt.Errorf("devbox binary %s is not a regular file", bin)
+	}
+	dir, err := os.MkdirTemp("", "devbox-bin-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	dst := filepath.Join(dir, ContextBinary)
+	if err := os.Link(bin, dst); err != nil {
+		if err := copyFile(bin, dst); err != nil {
+			cleanup()
+			return "", nil, fmt.Errorf("devbox binary: %w", err)
+		}
+	}
+	return dir, cleanup, nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
