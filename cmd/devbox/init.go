@@ -9,6 +9,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/devbox-dev/devbox/internal/devcontainer"
+	"github.com/devbox-dev/devbox/internal/image"
+	"github.com/devbox-dev/devbox/internal/policy"
 )
 
 var initCommand = &cli.Command{
@@ -35,8 +37,14 @@ By default the image is built from the repository: init writes
 			Usage: "overwrite existing files with fresh ones instead of keeping or patching them",
 		},
 		&cli.StringFlag{
-			Name:  "binary",
-			Usage: "Linux devbox binary `FILE` to copy into the build context (default: this devbox, on Linux)",
+			Name:    "binary",
+			Usage:   "Linux devbox binary `FILE` to copy into the build context (default: this devbox, on Linux)",
+			EnvVars: []string{"DEVBOX_LINUX_BINARY"},
+		},
+		&cli.StringFlag{
+			Name:  "platform",
+			Usage: "image `PLATFORM` for build mode: linux/amd64 or linux/arm64",
+			Value: "linux/" + runtime.GOARCH,
 		},
 	},
 	Action: func(c *cli.Context) error {
@@ -56,7 +64,10 @@ By default the image is built from the repository: init writes
 			return fmt.Errorf("init: %s is not a directory", opts.Root)
 		}
 		if opts.Image == "" {
-			opts.Dockerfile = devcontainer.Dockerfile
+			opts.Platform = c.String("platform")
+			opts.Render = func(p *policy.Policy, l *policy.Lock) ([]byte, []byte, error) {
+				return renderBuild(p, l, opts.Platform)
+			}
 			if opts.Binary == "" {
 				if runtime.GOOS != "linux" {
 					return fmt.Errorf("init: this devbox is built for %s; pass --binary with a Linux build (GOOS=linux go build ./cmd/devbox) or use --image", runtime.GOOS)
@@ -77,4 +88,23 @@ By default the image is built from the repository: init writes
 		}
 		return nil
 	},
+}
+
+// renderBuild is where init meets the image builder: the same install steps
+// as `devbox build`, rendered as a Dockerfile for the Dev Containers CLI,
+// plus the normalized policy it copies. A lock that no longer matches the
+// policy is refused, so the Dockerfile never pins stale inputs.
+func renderBuild(p *policy.Policy, l *policy.Lock, platform string) ([]byte, []byte, error) {
+	if err := l.Check(p, version, []string{platform}); err != nil {
+		return nil, nil, err
+	}
+	df, err := image.Dockerfile(image.Spec{Policy: p, Lock: l, Platform: platform}, version)
+	if err != nil {
+		return nil, nil, err
+	}
+	pj, err := image.PolicyJSON(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	return df, pj, nil
 }

@@ -33,10 +33,13 @@ func HomeDir(p *policy.Policy) string { return path.Join("/home", p.Image.User.N
 // one dev container and different between two.
 const ClaudeVolume = "devbox-claude-${devcontainerId}"
 
-// initializeCheck runs on the host before the image build. The binary copy
-// is not committed, so a fresh clone must run `devbox init` once; say so
-// instead of letting the build fail on a missing COPY source.
-const initializeCheck = "test -x .devcontainer/.devbox/devbox || { echo 'devbox: .devcontainer/.devbox/devbox is missing: run `devbox init` in this repository first' >&2; exit 1; }"
+// initializeRefresh runs on the host before every image build. The build
+// context is git-ignored, so it must be regenerated from the policy: with
+// devbox on the host, `devbox init` refreshes it (a policy edit then reaches
+// the image, never a stale copy); without it, the build stops with a clear
+// message instead of failing on a missing COPY source.
+const initializeRefresh = "if command -v devbox >/dev/null 2>&1; then devbox init; " +
+	"else test -f " + BinaryFile + " || { echo 'devbox: " + BinaryFile + " is missing: install devbox and run `devbox init` in this repository' >&2; exit 1; }; fi"
 
 // layout describes what is on the host that the rules depend on.
 type layout struct {
@@ -72,15 +75,15 @@ func configRules(p *policy.Policy, l layout) []rule {
 	if l.image != "" {
 		rs = append(rs,
 			rule{path: []string{"build"}, kind: remove},
-			rule{path: []string{"initializeCommand"}, kind: removeIfEqual, value: initializeCheck},
+			rule{path: []string{"initializeCommand"}, kind: removeIfEqual, value: initializeRefresh},
 			rule{path: []string{"image"}, kind: set, value: l.image},
 		)
 	} else {
 		rs = append(rs,
 			rule{path: []string{"image"}, kind: remove},
 			rule{path: []string{"build", "dockerfile"}, kind: set, value: "Dockerfile"},
-			rule{path: []string{"build", "context"}, kind: set, value: "."},
-			rule{path: []string{"initializeCommand"}, kind: setIfAbsent, value: initializeCheck},
+			rule{path: []string{"build", "context"}, kind: set, value: ".devbox"},
+			rule{path: []string{"initializeCommand"}, kind: setIfAbsent, value: initializeRefresh},
 		)
 	}
 	props := ConfigProperties(p)

@@ -2,6 +2,7 @@ package devcontainer
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -22,11 +23,19 @@ const (
 	Dir            = ".devcontainer"
 	ConfigFile     = Dir + "/devcontainer.json"
 	PolicyFile     = Dir + "/" + policy.DefaultFileName
+	LockFile       = Dir + "/" + policy.LockFileName
 	DockerfileFile = Dir + "/Dockerfile"
-	// BinaryFile is the devbox binary copied into the build context. It is
-	// git-ignored (BinaryIgnore) and refreshed by every `devbox init`.
-	BinaryFile   = Dir + "/.devbox/devbox"
-	BinaryIgnore = Dir + "/.devbox/.gitignore"
+	// ContextDir is the image build context in build mode: only what the
+	// Dockerfile copies, so the build never sees the repository. It is
+	// git-ignored (ContextIgnore) and rewritten by every `devbox init`.
+	ContextDir    = Dir + "/.devbox"
+	ContextIgnore = ContextDir + "/.gitignore"
+	// BinaryFile is the Linux devbox binary in the build context
+	// (internal/image.ContextBinary).
+	BinaryFile = ContextDir + "/devbox"
+	// ContextPolicyFile is the normalized policy in the build context
+	// (internal/image.ContextPolicy).
+	ContextPolicyFile = ContextDir + "/policy.json"
 )
 
 // GeneratedMarker starts every Dockerfile init writes. A Dockerfile that
@@ -47,9 +56,13 @@ type InitOptions struct {
 	// Binary is the path of the Linux devbox binary copied into the build
 	// context (build mode only).
 	Binary string
-	// Dockerfile renders the Dockerfile for a policy (build mode only). Its
-	// output gets GeneratedMarker prepended.
-	Dockerfile func(*policy.Policy) ([]byte, error)
+	// Platform is the image's platform, "linux/amd64" or "linux/arm64"; the
+	// binary must be built for it (build mode only).
+	Platform string
+	// Render renders the build for a policy and its lock: the Dockerfile
+	// (GeneratedMarker is prepended) and the normalized policy the
+	// Dockerfile copies. internal/image provides it (build mode only).
+	Render func(*policy.Policy, *policy.Lock) (dockerfile, policyJSON []byte, err error)
 }
 
 // Status is what init did, or would do, to one file.
@@ -61,7 +74,8 @@ const (
 	Patched     Status = "patched"     // the user's devcontainer.json, keys changed
 	Overwritten Status = "overwritten" // replaced because of Force
 	Unchanged   Status = "unchanged"
-	Kept        Status = "kept" // exists and init leaves it alone (the policy)
+	Kept        Status = "kept"    // exists and init leaves it alone (the policy)
+	Pending     Status = "pending" // cannot be written yet; Note says why
 )
 
 // FileResult is the outcome for one file.
@@ -89,7 +103,7 @@ func Init(opts InitOptions) ([]FileResult, error) {
 		return nil, err
 	}
 	for _, r := range plan {
-		if r.Status == Unchanged || r.Status == Kept {
+		if r.Status == Unchanged || r.Status == Kept || r.Status == Pending {
 			continue
 		}
 		if err := writeFileAtomic(filepath.Join(opts.Root, filepath.FromSlash(r.Path)), r.data, r.mode); err != nil {
@@ -106,11 +120,11 @@ func PlanInit(opts InitOptions) ([]FileResult, error) {
 			return nil, fmt.Errorf("--image %q: must be an image reference pinned by digest (REPO@sha256:…): %v; init never contacts a registry, get the digest from `devbox push` or `devbox lock`", opts.Image, err)
 		}
 	} else {
-		if opts.Dockerfile == nil {
-			return nil, errors.New("init: no Dockerfile generator for build mode")
+		if opts.Render == nil {
+			return nil, errors.New("init: no build renderer for build mode")
 		}
 		if opts.Binary == "" {
-			return nil, errors.New("init: build mode needs the devbox binary to copy (--binary)")
+			return nil, errors.New("init: build mode needs the Linux devbox binary to copy (--binary)")
 		}
 	}
 	dcDir := filepath.Join(opts.Root, Dir)
@@ -138,43 +152,85 @@ func PlanInit(opts InitOptions) ([]FileResult, error) {
 	plan = append(plan, cfgRes)
 
 	if opts.Image == "" {
-		df, err := opts.Dockerfile(pol)
-		if err != nil {
-			return nil, fmt.Errorf("generating %s: %w", DockerfileFile, err)
-		}
-		df = append([]byte(GeneratedMarker+"\n"), df...)
-		r, err := planOwned(opts, DockerfileFile, df, 0o644, func(old []byte) bool {
-			return bytes.HasPrefix(old, []byte(GeneratedMarker))
-		})
+		rs, err := planBuild(opts, pol)
 		if err != nil {
 			return nil, err
 		}
-		plan = append(plan, r)
-
-		ignore, err := fs.ReadFile(templates.DevContainer, BinaryIgnore)
-		if err != nil {
-			return nil, err
-		}
-		r, err = planOwned(opts, BinaryIgnore, ignore, 0o644, func([]byte) bool { return true })
-		if err != nil {
-			return nil, err
-		}
-		plan = append(plan, r)
-
-		bin, err := os.ReadFile(opts.Binary)
-		if err != nil {
-			return nil, fmt.Errorf("--binary: %w", err)
-		}
-		if !bytes.HasPrefix(bin, []byte("\x7fELF")) {
-			return nil, fmt.Errorf("--binary %s: not a Linux executable; the image needs a Linux devbox binary (build one with GOOS=linux)", opts.Binary)
-		}
-		r, err = planOwned(opts, BinaryFile, bin, 0o755, func([]byte) bool { return true })
-		if err != nil {
-			return nil, err
-		}
-		plan = append(plan, r)
+		plan = append(plan, rs...)
 	}
 	return plan, nil
+}
+
+// planBuild plans the build-mode files: the Dockerfile and its context.
+// They need the lock (the base digest, Claude Code's integrity), which
+// `devbox lock` resolves over the network; init itself never does, so
+// without a lock they are Pending and init says what to run.
+func planBuild(opts InitOptions, pol *policy.Policy) ([]FileResult, error) {
+	lockPath := filepath.Join(opts.Root, LockFile)
+	lock, err := policy.ReadLock(lockPath)
+	if errors.Is(err, policy.ErrNoLock) {
+		return []FileResult{{Path: DockerfileFile, Status: Pending,
+			Note: "needs " + LockFile + ": run `devbox lock " + PolicyFile + "`, then `devbox init` again"}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	bin, err := os.ReadFile(opts.Binary)
+	if err != nil {
+		return nil, fmt.Errorf("--binary: %w", err)
+	}
+	if err := checkELF(bin, opts.Platform); err != nil {
+		return nil, fmt.Errorf("--binary %s: %w", opts.Binary, err)
+	}
+	df, pj, err := opts.Render(pol, lock)
+	if err != nil {
+		return nil, fmt.Errorf("generating %s: %w", DockerfileFile, err)
+	}
+	df = append([]byte(GeneratedMarker+"\n"), df...)
+	ignore, err := fs.ReadFile(templates.DevContainer, ContextIgnore)
+	if err != nil {
+		return nil, err
+	}
+	var out []FileResult
+	for _, f := range []struct {
+		rel  string
+		data []byte
+		mode fs.FileMode
+		ours func([]byte) bool
+	}{
+		{DockerfileFile, df, 0o644, func(old []byte) bool { return bytes.HasPrefix(old, []byte(GeneratedMarker)) }},
+		{ContextIgnore, ignore, 0o644, nil},
+		{BinaryFile, bin, 0o755, nil},
+		{ContextPolicyFile, pj, 0o644, nil},
+	} {
+		ours := f.ours
+		if ours == nil {
+			// Everything under ContextDir is init's own.
+			ours = func([]byte) bool { return true }
+		}
+		r, err := planOwned(opts, f.rel, f.data, f.mode, ours)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// checkELF makes sure bin is a Linux executable for platform, so a macOS
+// build or the wrong architecture fails here and not inside the container.
+func checkELF(bin []byte, platform string) error {
+	want := map[string]uint16{"linux/amd64": 62, "linux/arm64": 183}[platform] // EM_X86_64, EM_AARCH64
+	if want == 0 {
+		return fmt.Errorf("platform %q is not supported (linux/amd64 or linux/arm64)", platform)
+	}
+	if len(bin) < 20 || !bytes.HasPrefix(bin, []byte("\x7fELF")) {
+		return errors.New("not a Linux executable; the image needs a Linux devbox binary (build one with GOOS=linux go build ./cmd/devbox)")
+	}
+	if bin[5] != 1 || binary.LittleEndian.Uint16(bin[18:20]) != want {
+		return fmt.Errorf("not built for %s (GOARCH=%s go build ./cmd/devbox)", platform, strings.TrimPrefix(platform, "linux/"))
+	}
+	return nil
 }
 
 // planPolicy keeps an existing policy (it is the user's to edit) unless
@@ -205,6 +261,9 @@ func planPolicy(opts InitOptions) (FileResult, *policy.Policy, error) {
 	if err != nil {
 		return FileResult{}, nil, err
 	}
+	// Generated files name the policy relative to the repository, so they
+	// do not depend on where the checkout is.
+	pol.Path = PolicyFile
 	return res, pol, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,19 +35,49 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-// fakeBinary writes a file that passes init's ELF check, standing in for a
-// Linux devbox build.
+// fakeBinary writes a file that passes init's ELF check for linux/amd64
+// (an ELF64 little-endian header with e_machine EM_X86_64), standing in for
+// a Linux devbox build.
 func fakeBinary(t *testing.T) string {
 	t.Helper()
+	hdr := make([]byte, 64)
+	copy(hdr, "\x7fELF\x02\x01\x01")
+	hdr[18] = 62
 	p := filepath.Join(t.TempDir(), "devbox")
-	if err := os.WriteFile(p, []byte("\x7fELF fake devbox for tests\n"), 0o755); err != nil {
+	if err := os.WriteFile(p, append(hdr, "fake devbox for tests\n"...), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
+// testRender stands in for internal/image (which imports this package):
+// it renders what the real renderer's output depends on, so the tests see
+// a policy or lock change reach the Dockerfile.
+func testRender(p *policy.Policy, l *policy.Lock) ([]byte, []byte, error) {
+	df := fmt.Sprintf("FROM %s\n# packages: %s\nCOPY devbox policy.json /\n", l.Base.Pinned(), strings.Join(p.Image.Packages, " "))
+	pj, err := json.Marshal(p.Network.Presets)
+	return []byte(df), pj, err
+}
+
+const testLock = `{
+  "lockVersion": 1,
+  "devbox": "0.1.0-test",
+  "sourceDateEpoch": 1767225600,
+  "base": {"ref": "docker.io/library/debian:bookworm-slim", "digest": "sha256:1111111111111111111111111111111111111111111111111111111111111111"},
+  "claudeCode": {"version": "2.1.332", "platforms": {"linux/amd64": {
+    "package": "@anthropic-ai/claude-code-linux-x64",
+    "tarball": "https://registry.npmjs.org/@anthropic-ai/claude-code-linux-x64/-/claude-code-linux-x64-2.1.332.tgz",
+    "integrity": "sha512-f4JWhzwYutJIHScC7/dYOPX6s28tt7ZADhsOi8zwOHq5fFPEuUeChh2NMfinSg0GrUckYxaeebC4h0DqiKzLcw=="}}},
+  "unpinned": []
+}
+`
+
 func buildOpts(t *testing.T, root string) InitOptions {
-	return InitOptions{Root: root, Binary: fakeBinary(t), Dockerfile: Dockerfile}
+	// The error test where .devcontainer is a file gets no lock.
+	if fi, err := os.Stat(filepath.Join(root, Dir)); err != nil || fi.IsDir() {
+		write(t, root, LockFile, testLock)
+	}
+	return InitOptions{Root: root, Binary: fakeBinary(t), Platform: "linux/amd64", Render: testRender}
 }
 
 func read(t *testing.T, root, rel string) []byte {
@@ -343,6 +374,8 @@ func TestInitErrors(t *testing.T) {
 		{name: "bad policy", files: map[string]string{PolicyFile: "{\"network\": {\"allow\": [\"*.com\"]}}"}, want: "devbox.policy.jsonc:1"},
 		{name: "image by tag", opts: func(o *InitOptions) { o.Image = "registry.test/x:latest" }, want: "must be an image reference pinned by digest"},
 		{name: "binary not ELF", opts: func(o *InitOptions) { o.Binary = writeTemp(t, "#!/bin/sh\n") }, want: "not a Linux executable"},
+		{name: "binary wrong arch", opts: func(o *InitOptions) { o.Platform = "linux/arm64" }, want: "not built for linux/arm64"},
+		{name: "bad lock", opts: func(o *InitOptions) { write(t, o.Root, LockFile, "{}") }, want: "devbox.lock.json"},
 		{name: "binary missing", opts: func(o *InitOptions) { o.Binary = "/nonexistent/devbox" }, want: "--binary"},
 	}
 	for _, tt := range tests {
@@ -414,5 +447,40 @@ func TestInitModeSwitch(t *testing.T) {
 	}
 	if !strings.Contains(string(read(t, root, ConfigFile)), "make prepare") {
 		t.Errorf("the user's initializeCommand was removed")
+	}
+}
+
+// TestInitWithoutLock: the build files wait for `devbox lock`; the rest is
+// written, and init says what to run.
+func TestInitWithoutLock(t *testing.T) {
+	root := t.TempDir()
+	opts := buildOpts(t, root)
+	if err := os.Remove(filepath.Join(root, LockFile)); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := Init(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := statuses(rs)
+	if st[PolicyFile] != Created || st[ConfigFile] != Created || st[DockerfileFile] != Pending {
+		t.Errorf("statuses %v", st)
+	}
+	for _, r := range rs {
+		if r.Status == Pending && !strings.Contains(r.String(), "devbox lock .devcontainer/devbox.policy.jsonc") {
+			t.Errorf("pending note does not say what to run: %s", r)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, DockerfileFile)); !os.IsNotExist(err) {
+		t.Errorf("Dockerfile written without a lock (err=%v)", err)
+	}
+	// Once locked, init completes the build files.
+	write(t, root, LockFile, testLock)
+	rs, err = Init(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := statuses(rs); st[DockerfileFile] != Created || st[BinaryFile] != Created || st[ContextPolicyFile] != Created || st[PolicyFile] != Unchanged {
+		t.Errorf("after devbox lock: %v", st)
 	}
 }
