@@ -142,6 +142,7 @@ func TestServiceDocker(t *testing.T) {
 }
 
 func TestServiceNodeTools(t *testing.T) {
+	RequireE2E(t)
 	tests := []struct{ env, want string }{
 		{"DEVBOX_DEVCONTAINER_CLI", "0.89.0"},
 		{"DEVBOX_SRT", "0.0.83"},
