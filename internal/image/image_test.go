@@ -30,15 +30,16 @@ const (
 	testSHA512Hex = "7f8256873c18bad2481d2702eff75838f5fab36f2db7b6400e1b0e8bccf0387ab97c53c4b94782861d8d31f8a74a0d06ad472463169e79b0b88740ea88accb73"
 )
 
-// testPolicy is a validated-looking policy built in Go, so these tests do
-// not depend on the HuJSON loader.
+// testPolicy parses testdata/policy.jsonc with agent.claudeCode = claude.
 func testPolicy(claude string) *policy.Policy {
-	p := &policy.Policy{}
-	p.Image.Base = "registry.test:5000/devbox/base:bookworm"
-	p.Image.User = policy.User{Name: "dev", UID: 1000, GID: 1000}
-	p.Image.Packages = []string{"git", "ripgrep", "iptables"}
-	p.Agent.ClaudeCode = claude
-	p.Network.Allow = []policy.Destination{{Kind: policy.Host, Name: "api.anthropic.com", Port: 443}}
+	raw, err := os.ReadFile("testdata/policy.jsonc")
+	if err != nil {
+		panic(err)
+	}
+	p, err := policy.Parse("testdata/policy.jsonc", bytes.ReplaceAll(raw, []byte("CLAUDE"), []byte(claude)))
+	if err != nil {
+		panic(err)
+	}
 	return p
 }
 
@@ -149,7 +150,11 @@ func TestGraphGolden(t *testing.T) {
 func TestGraphNetworkChangeTouchesOnlyPolicy(t *testing.T) {
 	a := testSpec("2.1.332")
 	b := testSpec("2.1.332")
-	b.Policy.Network.Allow = append(b.Policy.Network.Allow, policy.Destination{Kind: policy.Host, Name: "registry.npmjs.org", Port: 443})
+	d, err := policy.ParseDestination("registry.npmjs.org:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Policy.Network.Allow = append(b.Policy.Network.Allow, d)
 	opsA := graphOps(t, a)
 	opsB := graphOps(t, b)
 	var changed []string

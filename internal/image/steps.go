@@ -25,7 +25,6 @@ package image
 import (
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -188,14 +187,14 @@ func (s Spec) Packages() []string {
 }
 
 // PolicyJSON returns the normalized policy as the image stores it at
-// devcontainer.PolicyPath. encoding/json uses the policy package's
-// MarshalJSON when it has one, which is what makes it canonical.
+// devcontainer.PolicyPath: (*policy.Policy).Normalize, the one canonical
+// form, which the entrypoint reads back with policy.Parse.
 func PolicyJSON(p *policy.Policy) ([]byte, error) {
-	b, err := json.MarshalIndent(p, "", "  ")
+	b, err := p.Normalize()
 	if err != nil {
-		return nil, fmt.Errorf("encoding the policy: %w", err)
+		return nil, fmt.Errorf("normalizing the policy: %w", err)
 	}
-	return append(b, '\n'), nil
+	return b, nil
 }
 
 // claudeArch maps a platform to the suffix of Claude Code's npm platform
