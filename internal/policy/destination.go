@@ -116,6 +116,9 @@ func parseDestination(s string) (Destination, string) {
 		if reason := checkAddr(addr, bracketed); reason != "" {
 			return d, reason
 		}
+		if addr.IsUnspecified() {
+			return d, "the unspecified address (0.0.0.0, ::) is not a destination; a range is written as a CIDR such as 10.0.0.0/8"
+		}
 		d.Kind, d.Prefix = Prefix, netip.PrefixFrom(addr, addr.BitLen())
 		return d, ""
 	}

@@ -31,6 +31,9 @@ func TestParseDestinationAccepts(t *testing.T) {
 		{"[2001:db8::1]:443", Destination{Kind: Prefix, Prefix: netip.MustParsePrefix("2001:db8::1/128"), Port: 443}, ""},
 		{"fd00::/8", Destination{Kind: Prefix, Prefix: netip.MustParsePrefix("fd00::/8")}, ""},
 		{"[fd00::/8]:443", Destination{Kind: Prefix, Prefix: netip.MustParsePrefix("fd00::/8"), Port: 443}, ""},
+		{"0.0.0.0/0", Destination{Kind: Prefix, Prefix: netip.MustParsePrefix("0.0.0.0/0")}, ""},
+		{"::/0", Destination{Kind: Prefix, Prefix: netip.MustParsePrefix("::/0")}, ""},
+		{strings.Repeat(strings.Repeat("a", 60)+".", 4) + "test.test", Destination{Kind: Host, Name: strings.Repeat(strings.Repeat("a", 60)+".", 4) + "test.test"}, ""},
 		{strings.Repeat("a", 63) + ".test", Destination{Kind: Host, Name: strings.Repeat("a", 63) + ".test"}, ""},
 	}
 	for _, tt := range tests {
@@ -115,6 +118,9 @@ func TestParseDestinationRejects(t *testing.T) {
 		{"[2001:db8::1", "missing"},
 		{"fe80::1%eth0", "zone"},
 		{"::ffff:10.0.0.1", "IPv4-mapped"},
+		{"::", "unspecified"},
+		{"0.0.0.0:80", "unspecified"},
+		{"[::]:443", "unspecified"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

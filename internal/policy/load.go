@@ -113,7 +113,28 @@ func (d *decoder) position(off int) (line, col int) {
 
 func (d *decoder) errAtOffset(off int, path, format string, args ...any) {
 	line, col := d.position(off)
-	d.errs = append(d.errs, Error{File: d.file, Line: line, Col: col, Path: path, Msg: fmt.Sprintf(format, args...)})
+	d.errs = append(d.errs, Error{File: d.file, Line: line, Col: col, Path: printable(path), Msg: printable(fmt.Sprintf(format, args...))})
+}
+
+// printable escapes control characters and invalid UTF-8, so an error
+// message never carries a raw NUL or a terminal escape sequence from the
+// file to the user's terminal.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }) {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func (d *decoder) errAt(v *hujson.Value, path, format string, args ...any) {
@@ -126,12 +147,12 @@ var hujsonPos = regexp.MustCompile(`^hujson: line (\d+), column (\d+): (.*)$`)
 func (d *decoder) syntaxError(err error) {
 	m := hujsonPos.FindStringSubmatch(err.Error())
 	if m == nil {
-		d.errs = append(d.errs, Error{File: d.file, Msg: "syntax error: " + err.Error()})
+		d.errs = append(d.errs, Error{File: d.file, Msg: printable("syntax error: " + err.Error())})
 		return
 	}
 	line, _ := strconv.Atoi(m[1])
 	col, _ := strconv.Atoi(m[2])
-	d.errs = append(d.errs, Error{File: d.file, Line: line, Col: col, Msg: "syntax error: " + m[3]})
+	d.errs = append(d.errs, Error{File: d.file, Line: line, Col: col, Msg: printable("syntax error: " + m[3])})
 }
 
 func kindName(v *hujson.Value) string {
@@ -277,7 +298,8 @@ func (d *decoder) strings(v *hujson.Value, path string, check func(string) (stri
 	return out
 }
 
-func (d *decoder) destinations(v *hujson.Value, path string) []Destination {
+// destinations decodes an allow (allow is true) or deny list.
+func (d *decoder) destinations(v *hujson.Value, path string, allow bool) []Destination {
 	out := []Destination{}
 	d.array(v, path, func(e *hujson.Value, p string) {
 		s, ok := d.str(e, p)
@@ -287,6 +309,10 @@ func (d *decoder) destinations(v *hujson.Value, path string) []Destination {
 		dest, err := ParseDestination(s)
 		if err != nil {
 			d.errAt(e, p, "%q: %s", s, err.(*DestinationError).Reason)
+			return
+		}
+		if allow && dest.Kind == Prefix && dest.Prefix.Bits() == 0 {
+			d.errAt(e, p, "%q: would allow every address; list the ranges you need", s)
 			return
 		}
 		out = append(out, dest)
@@ -352,10 +378,10 @@ func (d *decoder) network(v *hujson.Value, path string, n *Network, notes *decod
 	d.object(v, path,
 		field{"presets", func(v *hujson.Value, path string) { n.Presets = d.strings(v, path, checkPreset) }},
 		field{"allow", func(v *hujson.Value, path string) {
-			n.Allow = d.destinations(v, path)
+			n.Allow = d.destinations(v, path, true)
 			notes.explicitAllow = n.Allow
 		}},
-		field{"deny", func(v *hujson.Value, path string) { n.Deny = d.destinations(v, path) }},
+		field{"deny", func(v *hujson.Value, path string) { n.Deny = d.destinations(v, path, false) }},
 		field{"dns", func(v *hujson.Value, path string) {
 			d.object(v, path, field{"upstream", func(v *hujson.Value, path string) {
 				n.DNS.Upstream = n.DNS.Upstream[:0]

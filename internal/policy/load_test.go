@@ -87,6 +87,9 @@ func TestParseErrors(t *testing.T) {
 		{"sandbox ~user", `{"sandbox": {"denyWrite": ["~bob/x"]}}`, `p:1:28: sandbox.denyWrite[0]: "~bob/x": "~user" is not supported: use "~/" for the agent's home`},
 		{"writable root", `{"sandbox": {"allowWrite": ["/"]}}`, `p:1:29: sandbox.allowWrite[0]: "/": making the whole file system or home writable defeats the sandbox; list the directories you need`},
 		{"column counts characters", "{/* é */ \"image\": {\"tag\": \"X\"}}", `p:1:27: image.tag: "X": repository names must be lower-case`},
+		{"allow everything", `{"network": {"allow": ["0.0.0.0/0"]}}`, `p:1:24: network.allow[0]: "0.0.0.0/0": would allow every address; list the ranges you need`},
+		{"NUL in a key", `{"a\u0000b": 1}`, `p:1:2: a\x00b: unknown key "a\x00b" at the top level (known keys: image, agent, network, sandbox)`},
+		{"NUL in a literal", "\"\x00\"", `p:1:1: syntax error: invalid literal: "\x00"`},
 		{"invalid utf8", "{\"image\": {\"base\": \"\xff\"}}", `p:1:21: the file is not valid UTF-8`},
 	}
 	for _, tt := range tests {
