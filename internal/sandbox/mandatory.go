@@ -36,12 +36,3 @@ var placeholderDirs = map[string]bool{
 	".git/hooks": true, ".vscode": true, ".idea": true, ".devcontainer": true,
 	".husky": true,
 }
-
-// DefaultDenyRead is the read-deny list used when a policy's sandbox section
-// has none: credential stores in the home and .env files in the workspace.
-var DefaultDenyRead = []string{
-	"~/.ssh", "~/.aws", "~/.config/gcloud", "~/.azure", "~/.kube", "~/.docker",
-	"~/.netrc", "~/.git-credentials", "~/.config/gh", "~/.npmrc", "~/.pypirc",
-	"~/.gnupg",
-	".env", ".env.*",
-}

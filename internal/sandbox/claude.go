@@ -1,0 +1,131 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"path"
+	"strings"
+
+	"github.com/devbox-dev/devbox/internal/policy"
+)
+
+// ClaudeManagedSettingsPath is where Claude Code reads managed settings on
+// Linux; settings there win over user and project settings and cannot be
+// changed by the agent's user (the file is root's).
+const ClaudeManagedSettingsPath = "/etc/claude-code/managed-settings.json"
+
+// ClaudeManagedSettings returns Claude Code's managed settings for p: its
+// built-in Bash sandbox on, impossible to turn off or bypass from inside,
+// with the policy's network allow list and the same read and write lists as
+// `devbox run`. It is pure.
+func ClaudeManagedSettings(p *policy.Policy) ([]byte, error) {
+	domains := []string{}
+	for _, d := range p.Network.Allow {
+		switch d.Kind {
+		case policy.Host:
+			domains = appendNew(domains, d.Name)
+		case policy.Wildcard:
+			domains = appendNew(domains, "*."+d.Name)
+		}
+		// IP and CIDR entries have no form in allowedDomains; the
+		// container firewall still allows them.
+	}
+	denyRead := []string{}
+	readRules := []string{}
+	for _, e := range p.Sandbox.DenyRead {
+		cp := claudePath(e)
+		denyRead = appendNew(denyRead, cp)
+		readRules = appendNew(readRules, "Read("+cp+")")
+		if !strings.HasSuffix(cp, "/**") {
+			// The entry may be a directory: deny what is inside it too.
+			readRules = appendNew(readRules, "Read("+strings.TrimSuffix(cp, "/")+"/**)")
+		}
+	}
+	allowWrite := []string{}
+	for _, e := range p.Sandbox.AllowWrite {
+		allowWrite = appendNew(allowWrite, claudePath(e))
+	}
+	denyWrite := []string{}
+	for _, n := range MandatoryHomeDenyWrite {
+		denyWrite = appendNew(denyWrite, "~/"+n)
+	}
+	for _, n := range MandatoryWorkspaceDenyWrite {
+		denyWrite = appendNew(denyWrite, n)
+	}
+	for _, e := range p.Sandbox.DenyWrite {
+		denyWrite = appendNew(denyWrite, claudePath(e))
+	}
+	editRules := []string{}
+	for _, w := range denyWrite {
+		editRules = append(editRules, "Edit("+w+")")
+	}
+
+	type network struct {
+		AllowedDomains []string `json:"allowedDomains"`
+		// Only the managed list counts: the agent cannot widen it with
+		// project settings.
+		AllowManagedDomainsOnly bool `json:"allowManagedDomainsOnly"`
+	}
+	type filesystem struct {
+		DenyRead   []string `json:"denyRead"`
+		AllowWrite []string `json:"allowWrite"`
+		DenyWrite  []string `json:"denyWrite"`
+	}
+	type sandbox struct {
+		Enabled bool `json:"enabled"`
+		// Refuse to run Bash at all when the sandbox cannot start, rather
+		// than run it unconfined.
+		FailIfUnavailable bool `json:"failIfUnavailable"`
+		// No dangerouslyDisableSandbox escape hatch.
+		AllowUnsandboxedCommands bool `json:"allowUnsandboxedCommands"`
+		// Inside a container bwrap cannot mount a new /proc (Docker masks
+		// /proc paths); this mode drops it. docs/sandbox.md says what that
+		// weakens.
+		EnableWeakerNestedSandbox bool       `json:"enableWeakerNestedSandbox"`
+		Network                   network    `json:"network"`
+		Filesystem                filesystem `json:"filesystem"`
+	}
+	type permissions struct {
+		Deny []string `json:"deny"`
+	}
+	settings := struct {
+		Sandbox     sandbox     `json:"sandbox"`
+		Permissions permissions `json:"permissions"`
+	}{
+		Sandbox: sandbox{
+			Enabled:                   true,
+			FailIfUnavailable:         true,
+			AllowUnsandboxedCommands:  false,
+			EnableWeakerNestedSandbox: true,
+			Network:                   network{AllowedDomains: domains, AllowManagedDomainsOnly: true},
+			Filesystem:                filesystem{DenyRead: denyRead, AllowWrite: allowWrite, DenyWrite: denyWrite},
+		},
+		// The sandbox confines Bash only; Claude Code's own Read and Edit
+		// tools follow permission rules, so the same lists go there too.
+		Permissions: permissions{Deny: append(readRules, editRules...)},
+	}
+	b, err := json.MarshalIndent(settings, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// claudePath writes a policy path in Claude Code's settings syntax, where
+// "//" starts an absolute path ("/" alone would be relative to the settings
+// file's directory), "~/" the home, and anything else is relative to the
+// project.
+func claudePath(p string) string {
+	if path.IsAbs(p) {
+		return "/" + path.Clean(p)
+	}
+	return p
+}
+
+func appendNew(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}

@@ -1,0 +1,13 @@
+package sandbox
+
+import _ "embed"
+
+// SeccompProfile is Docker's default seccomp profile (moby/profiles v0.2.4)
+// plus clone with namespace flags, unshare, setns, mount, umount2 and
+// pivot_root, which bubblewrap needs. A container started with
+// `--security-opt seccomp=<this file>` can run `devbox run` as its non-root
+// user; with Docker's default profile, Probe refuses. Regenerate with
+// seccomp_gen.go.
+//
+//go:embed seccomp.json
+var SeccompProfile []byte
