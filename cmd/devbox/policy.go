@@ -1,14 +1,120 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/devbox-dev/devbox/internal/policy"
 )
 
-// SCAFFOLD: replaced by the issue that owns this command.
 var policyCommand = &cli.Command{
-	Name:   "policy",
-	Usage:  "(not built yet)",
-	Action: func(*cli.Context) error { return errors.New("policy: not built yet") },
+	Name:  "policy",
+	Usage: "check a sandbox policy and show what it allows",
+	Subcommands: []*cli.Command{
+		policyValidateCommand,
+		policyExplainCommand,
+	},
+}
+
+// policySearchPath is where the policy commands look when given no FILE, in
+// order: where `devbox init` writes it, then the repository root.
+var policySearchPath = []string{
+	filepath.Join(".devcontainer", policy.DefaultFileName),
+	policy.DefaultFileName,
+}
+
+// findPolicy returns the first policy file of policySearchPath that exists,
+// or an error wrapping policy.ErrNoPolicy that says where it looked.
+func findPolicy() (string, error) {
+	for _, p := range policySearchPath {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w: looked for %s; run `devbox init` or give a FILE", policy.ErrNoPolicy, strings.Join(policySearchPath, " and "))
+}
+
+var policyValidateCommand = &cli.Command{
+	Name:      "validate",
+	Usage:     "check policy files; print every problem as FILE:LINE:COL",
+	ArgsUsage: "[FILE...]",
+	Description: `Checks each FILE (default: .devcontainer/devbox.policy.jsonc, then
+devbox.policy.jsonc) and prints "FILE: ok", or every problem found, one per
+line as FILE:LINE:COL: KEY.PATH: MESSAGE. The exit status is 0 only when
+every file is valid.`,
+	Action: func(c *cli.Context) error {
+		files := c.Args().Slice()
+		if len(files) == 0 {
+			f, err := findPolicy()
+			if err != nil {
+				return fmt.Errorf("policy validate: %w", err)
+			}
+			files = []string{f}
+		}
+		bad := 0
+		for _, f := range files {
+			if _, err := policy.Load(f); err != nil {
+				bad++
+				fmt.Fprintln(c.App.ErrWriter, err)
+				continue
+			}
+			fmt.Fprintf(c.App.Writer, "%s: ok\n", f)
+		}
+		if bad > 0 {
+			return fmt.Errorf("policy validate: %d of %d files did not validate", bad, len(files))
+		}
+		return nil
+	},
+}
+
+var policyExplainCommand = &cli.Command{
+	Name:      "explain",
+	Usage:     "print the effective policy: presets expanded, what is allowed, denied, written, and the defaults used",
+	ArgsUsage: "[FILE]",
+	Description: `Prints the policy as the firewall and the sandbox will apply it: presets
+expanded into destinations (each with where it came from), denied
+destinations and the allow entries they removed, the sandbox paths and the
+defaults that filled in missing keys. An empty allow list is shown as NO
+NETWORK. With --json the same facts are printed as stable JSON, including
+the normalized policy baked into images.`,
+	Flags: []cli.Flag{
+		&cli.BoolFlag{Name: "json", Usage: "print JSON instead of text"},
+	},
+	Action: func(c *cli.Context) error {
+		if c.NArg() > 1 {
+			return errors.New("policy explain: at most one FILE")
+		}
+		file := c.Args().First()
+		if file == "" {
+			f, err := findPolicy()
+			if err != nil {
+				return fmt.Errorf("policy explain: %w", err)
+			}
+			file = f
+		}
+		ex, err := policy.ExplainFile(file)
+		if err != nil {
+			var errs *policy.Errors
+			if errors.As(err, &errs) {
+				fmt.Fprintln(c.App.ErrWriter, err)
+				return fmt.Errorf("policy explain: %s did not validate", file)
+			}
+			return fmt.Errorf("policy explain: %w", err)
+		}
+		if c.Bool("json") {
+			b, err := json.MarshalIndent(ex, "", "  ")
+			if err != nil {
+				return fmt.Errorf("policy explain: %w", err)
+			}
+			_, err = fmt.Fprintf(c.App.Writer, "%s\n", b)
+			return err
+		}
+		return ex.WriteText(c.App.Writer)
+	},
 }
