@@ -118,7 +118,20 @@ func rules(cfg Config, f Family) Ruleset {
 	add(ChainInput, nd...)
 	add(ChainInput, "-j DROP")
 
-	add(ChainOutput, "-o lo -j ACCEPT", "-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT")
+	if f == IPv4 {
+		// Docker's embedded resolver listens on 127.0.0.11 at a random
+		// port behind its own DNAT; reaching that port directly would be an
+		// unfiltered DNS path out. Only the filter's marked queries may.
+		add(ChainOutput, "-d 127.0.0.11/32 -m mark ! --mark "+mark+" -j "+ChainBlocked)
+	}
+	// The OUTPUT hooks see the interface chosen before the nat table's
+	// REDIRECT rerouted a DNS packet to loopback, so "-o lo" alone misses
+	// it: loopback destinations are accepted by address too.
+	loopback := "127.0.0.0/8"
+	if f == IPv6 {
+		loopback = "::1/128"
+	}
+	add(ChainOutput, "-o lo -j ACCEPT", "-d "+loopback+" -j ACCEPT", "-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT")
 	add(ChainOutput, nd...)
 	// Only the DNS filter can set this mark (SO_MARK needs CAP_NET_ADMIN):
 	// its upstream queries are the one way out on port 53.

@@ -1,0 +1,229 @@
+//go:build linux
+
+package firewall
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
+)
+
+// DaemonOptions says how StartDNS runs the DNS filter.
+type DaemonOptions struct {
+	// Command is the argv that runs RunDNS in the foreground and accepts
+	// "--config FILE" after it, e.g. {"/usr/local/bin/devbox", "firewall",
+	// "dns"}. Required.
+	Command []string
+	// Env is the daemon's environment (default: empty).
+	Env []string
+	// UID and GID the daemon runs as; it keeps only CAP_NET_ADMIN, as an
+	// ambient capability. The default is 998 (devbox-dns), a fixed system
+	// id that updateRemoteUserUID never remaps. -1 keeps the caller's.
+	UID, GID int
+	// Wait bounds how long StartDNS waits for the daemon to answer
+	// (default 5s).
+	Wait time.Duration
+}
+
+// Files under Config.StateDir.
+const (
+	daemonConfigFile = "dns.json"
+	daemonPIDFile    = "dns.pid"
+	daemonErrFile    = "dns.err"
+)
+
+// StartDNS (re)starts the DNS filter as a detached process and returns its
+// pid once it answers a health query. An earlier daemon (from the pidfile)
+// is stopped first. The daemon's config copy and pidfile live in
+// cfg.StateDir, owned by root; its stderr goes to StateDir/dns.err.
+func StartDNS(ctx context.Context, cfg Config, opts DaemonOptions) (int, error) {
+	if len(opts.Command) == 0 {
+		return 0, errors.New("firewall: StartDNS needs DaemonOptions.Command")
+	}
+	cfg = cfg.WithDefaults()
+	if opts.UID == 0 && opts.GID == 0 {
+		opts.UID, opts.GID = 998, 998
+	}
+	if opts.Wait == 0 {
+		opts.Wait = 5 * time.Second
+	}
+	if err := StopDNS(cfg); err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		return 0, fmt.Errorf("firewall: %w", err)
+	}
+	raw, _ := json.MarshalIndent(cfg, "", "  ")
+	cfgPath := filepath.Join(cfg.StateDir, daemonConfigFile)
+	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
+		return 0, fmt.Errorf("firewall: write daemon config: %w", err)
+	}
+	errPath := filepath.Join(cfg.StateDir, daemonErrFile)
+	errFile, err := os.OpenFile(errPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return 0, fmt.Errorf("firewall: %w", err)
+	}
+	defer errFile.Close()
+	if cfg.Log && cfg.LogFile != "" {
+		// The daemon appends to the log as its own user; root creates it.
+		if err := os.MkdirAll(filepath.Dir(cfg.LogFile), 0o755); err != nil {
+			return 0, fmt.Errorf("firewall: log directory: %w", err)
+		}
+		lf, err := os.OpenFile(cfg.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return 0, fmt.Errorf("firewall: %w", err)
+		}
+		lf.Close()
+		if opts.UID >= 0 {
+			if err := os.Chown(cfg.LogFile, opts.UID, opts.GID); err != nil {
+				return 0, fmt.Errorf("firewall: %w", err)
+			}
+		}
+	}
+	argv := append(append([]string(nil), opts.Command...), "--config", cfgPath)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = opts.Env
+	cmd.Stdout, cmd.Stderr = errFile, errFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if opts.UID >= 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(opts.UID), Gid: uint32(opts.GID), Groups: []uint32{}}
+		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_NET_ADMIN}
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("firewall: start DNS filter %q: %w", argv[0], err)
+	}
+	pid := cmd.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	if err := os.WriteFile(filepath.Join(cfg.StateDir, daemonPIDFile), []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+		cmd.Process.Kill()
+		return 0, fmt.Errorf("firewall: %w", err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(cfg.DNSPort)))
+	deadline := time.Now().Add(opts.Wait)
+	for {
+		hctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, herr := QueryHealth(hctx, addr)
+		cancel()
+		if herr == nil {
+			return pid, nil
+		}
+		select {
+		case err := <-exited:
+			msg, _ := os.ReadFile(errPath)
+			return 0, fmt.Errorf("firewall: DNS filter exited (%v): %s", err, strings.TrimSpace(string(msg)))
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			return 0, fmt.Errorf("firewall: DNS filter did not answer within %v: %w", opts.Wait, herr)
+		}
+	}
+}
+
+// DaemonPID returns the pid in the pidfile when that process is alive.
+func DaemonPID(cfg Config) (int, bool) {
+	cfg = cfg.WithDefaults()
+	raw, err := os.ReadFile(filepath.Join(cfg.StateDir, daemonPIDFile))
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	if unix.Kill(pid, 0) != nil {
+		return pid, false
+	}
+	return pid, true
+}
+
+// StopDNS stops the daemon named by the pidfile, if it runs.
+func StopDNS(cfg Config) error {
+	pid, alive := DaemonPID(cfg)
+	if !alive {
+		return nil
+	}
+	unix.Kill(pid, unix.SIGTERM)
+	for i := 0; i < 40; i++ {
+		if unix.Kill(pid, 0) != nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("firewall: stop DNS filter pid %d: %w", pid, err)
+	}
+	return nil
+}
+
+// Warm resolves every exact allowed name through the running filter, so
+// their addresses are in the sets before the first connection, and returns
+// one warning per name that did not resolve (an unresolvable name is not an
+// error: it may appear later).
+func Warm(ctx context.Context, cfg Config) []string {
+	cfg = cfg.WithDefaults()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(cfg.DNSPort)))
+	var (
+		mu   sync.Mutex
+		ok   = map[string]bool{}
+		why  = map[string]string{}
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, 16)
+		seen = map[string]bool{}
+	)
+	var names []string
+	for _, d := range cfg.Allow {
+		if d.Name == "" || d.Wildcard || seen[d.Name] {
+			continue
+		}
+		seen[d.Name] = true
+		names = append(names, d.Name)
+		for _, qt := range []uint16{dns.TypeA, dns.TypeAAAA} {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(name string, qt uint16) {
+				defer func() { <-sem; wg.Done() }()
+				m := new(dns.Msg)
+				m.SetQuestion(dns.Fqdn(name), qt)
+				c := &dns.Client{Timeout: 3 * time.Second}
+				r, _, err := c.ExchangeContext(ctx, m, addr)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil:
+					why[name] = err.Error()
+				case r.Rcode != dns.RcodeSuccess:
+					why[name] = dns.RcodeToString[r.Rcode]
+				case len(r.Answer) > 0:
+					ok[name] = true
+				}
+			}(d.Name, qt)
+		}
+	}
+	wg.Wait()
+	var warnings []string
+	for _, n := range names {
+		if !ok[n] {
+			w := "no address"
+			if why[n] != "" {
+				w = why[n]
+			}
+			warnings = append(warnings, fmt.Sprintf("%s does not resolve: %s", n, w))
+		}
+	}
+	return warnings
+}

@@ -1,0 +1,358 @@
+//go:build linux
+
+package firewall
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
+)
+
+// HealthName is the CHAOS-class TXT name the filter answers itself with its
+// counters (base64 JSON: TXT strings escape quotes); StartDNS and Status use it to check the daemon.
+const HealthName = "health.devbox."
+
+// Health is the daemon's answer to a HealthName query.
+type Health struct {
+	PID            int      `json:"pid"`
+	Upstreams      []string `json:"upstreams"`
+	Queries        int64    `json:"queries"`
+	Forwarded      int64    `json:"forwarded"`
+	Refused        int64    `json:"refused"`
+	Dropped        int64    `json:"droppedAnswers"`
+	UpstreamErrors int64    `json:"upstreamErrors"`
+	Inserted       int64    `json:"inserted"`
+	Blocked        int64    `json:"blockedPackets"`
+}
+
+// filter is the DNS filter: it answers only names the Config allows and
+// inserts their addresses into the sets before answering.
+type filter struct {
+	cfg   Config
+	ups   []netip.AddrPort
+	sets  *sets
+	log   *eventLog
+	udp   *dns.Client
+	tcp   *dns.Client
+	names sync.Map // netip.Addr → name, for the packet log
+
+	queries, forwarded, refused, dropped, upErrors, inserted, blocked atomic.Int64
+}
+
+// markControl sets SO_MARK on the filter's upstream sockets: the one mark
+// the rules let out on port 53, which needs CAP_NET_ADMIN to set.
+func markControl(mark uint32) func(network, address string, c syscall.RawConn) error {
+	return func(network, address string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, int(mark))
+		}); err != nil {
+			return err
+		}
+		if serr != nil {
+			return fmt.Errorf("set SO_MARK (needs CAP_NET_ADMIN): %w", serr)
+		}
+		return nil
+	}
+}
+
+func newFilter(cfg Config, s *sets, log *eventLog) (*filter, error) {
+	ups, err := cfg.upstreams()
+	if err != nil {
+		return nil, err
+	}
+	d := &net.Dialer{Control: markControl(cfg.Mark), Timeout: 2 * time.Second}
+	return &filter{
+		cfg: cfg, ups: ups, sets: s, log: log,
+		udp: &dns.Client{Net: "udp", Dialer: d, Timeout: 2 * time.Second, UDPSize: dns.MaxMsgSize},
+		tcp: &dns.Client{Net: "tcp", Dialer: d, Timeout: 3 * time.Second},
+	}, nil
+}
+
+func (f *filter) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
+	f.queries.Add(1)
+	if len(r.Question) != 1 || r.Opcode != dns.OpcodeQuery {
+		m := new(dns.Msg)
+		m.SetRcode(r, dns.RcodeFormatError)
+		w.WriteMsg(m)
+		return
+	}
+	q := r.Question[0]
+	if q.Qclass == dns.ClassCHAOS && strings.EqualFold(q.Name, HealthName) {
+		w.WriteMsg(f.health(r))
+		return
+	}
+	v := f.cfg.Match(q.Name)
+	if !v.Allowed {
+		f.refuse(w, r, "dns-"+v.Reason)
+		return
+	}
+	tcp := false
+	if _, ok := w.LocalAddr().(*net.TCPAddr); ok {
+		tcp = true
+	}
+	resp, err := f.forward(r, tcp)
+	if err != nil {
+		f.upErrors.Add(1)
+		fmt.Fprintf(os.Stderr, "devbox dns: %s: %v\n", q.Name, err)
+		m := new(dns.Msg)
+		m.SetRcode(r, dns.RcodeServerFailure)
+		w.WriteMsg(m)
+		return
+	}
+	f.forwarded.Add(1)
+	if reason := f.filterAnswer(q, resp, v); reason != "" {
+		f.refuse(w, r, reason)
+		return
+	}
+	resp.Id = r.Id
+	w.WriteMsg(resp)
+}
+
+func (f *filter) refuse(w dns.ResponseWriter, r *dns.Msg, reason string) {
+	f.refused.Add(1)
+	q := r.Question[0]
+	f.log.write(Event{Time: time.Now().UTC(), Proto: "dns", Name: strings.TrimSuffix(strings.ToLower(q.Name), "."), QType: dns.TypeToString[q.Qtype], Reason: reason})
+	m := new(dns.Msg)
+	m.SetRcode(r, dns.RcodeRefused)
+	w.WriteMsg(m)
+}
+
+func (f *filter) forward(r *dns.Msg, tcp bool) (*dns.Msg, error) {
+	c := f.udp
+	if tcp {
+		c = f.tcp
+	}
+	var errs []error
+	for _, up := range f.ups {
+		resp, _, err := c.Exchange(r, up.String())
+		if err == nil {
+			return resp, nil
+		}
+		errs = append(errs, fmt.Errorf("upstream %s: %w", up, err))
+	}
+	return nil, errors.Join(errs...)
+}
+
+// filterAnswer drops addresses an allowed name must never point at, inserts
+// the others into the sets (before the answer leaves), caps the TTLs at
+// MaxTTL so no client caches an address longer than the set keeps it, and
+// strips additional-section addresses that were not checked. It returns a
+// refusal reason when the answer must not be given at all.
+func (f *filter) filterAnswer(q dns.Question, resp *dns.Msg, v Verdict) string {
+	name := strings.TrimSuffix(strings.ToLower(q.Name), ".")
+	maxTTL := uint32(f.cfg.MaxTTL / time.Second)
+	kept := resp.Answer[:0]
+	for _, rr := range resp.Answer {
+		h := rr.Header()
+		if h.Ttl > maxTTL {
+			h.Ttl = maxTTL
+		}
+		var addr netip.Addr
+		switch rr := rr.(type) {
+		case *dns.CNAME:
+			// A chain through a denied name is refused whole.
+			if t := f.cfg.Match(rr.Target); t.Reason == "denied" {
+				return "dns-denied-cname"
+			}
+		case *dns.A:
+			addr, _ = netip.AddrFromSlice(rr.A.To4())
+		case *dns.AAAA:
+			addr, _ = netip.AddrFromSlice(rr.AAAA.To16())
+		}
+		if addr.IsValid() {
+			if why := f.cfg.AddressVerdict(addr); why != "" {
+				f.dropped.Add(1)
+				f.log.write(Event{Time: time.Now().UTC(), Proto: "dns", Dst: addr.String(), Name: name, QType: dns.TypeToString[h.Rrtype], Reason: "answer-" + why})
+				continue
+			}
+			ttl := time.Duration(h.Ttl) * time.Second
+			ttl = min(max(ttl, f.cfg.MinTTL), f.cfg.MaxTTL)
+			if err := f.insert(addr, v, ttl); err != nil {
+				fmt.Fprintf(os.Stderr, "devbox dns: %s: %v\n", name, err)
+				return "dns-set-error" // fail closed: no address the rules do not allow
+			}
+			f.names.Store(addr.Unmap(), name)
+		}
+		kept = append(kept, rr)
+	}
+	resp.Answer = kept
+	extra := resp.Extra[:0]
+	for _, rr := range resp.Extra {
+		if t := rr.Header().Rrtype; t != dns.TypeA && t != dns.TypeAAAA {
+			extra = append(extra, rr)
+		}
+	}
+	resp.Extra = extra
+	return ""
+}
+
+func (f *filter) insert(a netip.Addr, v Verdict, ttl time.Duration) error {
+	a = a.Unmap()
+	fam := familyOf(a)
+	p := netip.PrefixFrom(a, a.BitLen())
+	if v.AnyPort {
+		if err := f.sets.add(SetName(SetAllow, fam), entry{prefix: p}, ttl); err != nil {
+			return err
+		}
+		f.inserted.Add(1)
+		return nil
+	}
+	for _, port := range v.Ports {
+		for _, e := range portEntries(p, port) {
+			if err := f.sets.add(SetName(SetAllowPort, fam), e, ttl); err != nil {
+				return err
+			}
+		}
+	}
+	f.inserted.Add(1)
+	return nil
+}
+
+func (f *filter) health(r *dns.Msg) *dns.Msg {
+	h := Health{
+		PID: os.Getpid(), Queries: f.queries.Load(), Forwarded: f.forwarded.Load(), Refused: f.refused.Load(),
+		Dropped: f.dropped.Load(), UpstreamErrors: f.upErrors.Load(), Inserted: f.inserted.Load(), Blocked: f.blocked.Load(),
+	}
+	for _, u := range f.ups {
+		h.Upstreams = append(h.Upstreams, u.String())
+	}
+	raw, _ := json.Marshal(h)
+	m := new(dns.Msg)
+	m.SetReply(r)
+	m.Answer = []dns.RR{&dns.TXT{Hdr: dns.RR_Header{Name: HealthName, Rrtype: dns.TypeTXT, Class: dns.ClassCHAOS}, Txt: splitTXT(base64.StdEncoding.EncodeToString(raw))}}
+	return m
+}
+
+func splitTXT(s string) []string {
+	var out []string
+	for len(s) > 255 {
+		out = append(out, s[:255])
+		s = s[255:]
+	}
+	return append(out, s)
+}
+
+// RunDNS runs the DNS filter in the foreground until ctx is done: UDP and
+// TCP on 127.0.0.1 and ::1 at cfg.DNSPort, plus the NFLOG reader when cfg.Log
+// is set. It needs CAP_NET_ADMIN (sets, SO_MARK, NFLOG) and nothing else.
+func RunDNS(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cfg = cfg.WithDefaults()
+	s, err := openSets()
+	if err != nil {
+		return fmt.Errorf("firewall dns: %w", err)
+	}
+	defer s.Close()
+	var log eventLog
+	if cfg.Log && cfg.LogFile != "" {
+		lf, err := os.OpenFile(cfg.LogFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return fmt.Errorf("firewall dns: open log: %w", err)
+		}
+		defer lf.Close()
+		log.w = lf
+	}
+	f, err := newFilter(cfg, s, &log)
+	if err != nil {
+		return fmt.Errorf("firewall dns: %w", err)
+	}
+	var servers []*dns.Server
+	for _, host := range []string{"127.0.0.1", "::1"} {
+		addr := net.JoinHostPort(host, fmt.Sprint(cfg.DNSPort))
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			if host == "::1" {
+				// Docker disables IPv6 in containers without an IPv6
+				// network: then there is no IPv6 DNS to redirect either.
+				fmt.Fprintf(os.Stderr, "devbox dns: no IPv6 listener: %v\n", err)
+				continue
+			}
+			return fmt.Errorf("firewall dns: listen %s: %w", addr, err)
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			pc.Close()
+			return fmt.Errorf("firewall dns: listen %s: %w", addr, err)
+		}
+		servers = append(servers, &dns.Server{PacketConn: pc, Handler: f}, &dns.Server{Listener: l, Handler: f})
+	}
+	errc := make(chan error, len(servers)+1)
+	for _, srv := range servers {
+		go func() { errc <- srv.ActivateAndServe() }()
+	}
+	if cfg.Log {
+		nl, err := openNFLOG(cfg.LogGroup)
+		if err != nil {
+			return fmt.Errorf("firewall dns: %w", err)
+		}
+		defer nl.Close()
+		go func() {
+			errc <- nl.read(func(prefix string, payload []byte, _ uint8) {
+				e, ok := packetEvent(prefix, payload)
+				if !ok {
+					return
+				}
+				f.blocked.Add(1)
+				if a, err := netip.ParseAddr(e.Dst); err == nil {
+					if n, ok := f.names.Load(a); ok {
+						e.Name = n.(string)
+					}
+				}
+				log.write(e)
+			})
+		}()
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	for _, srv := range servers {
+		srv.Shutdown()
+	}
+	if err != nil {
+		return fmt.Errorf("firewall dns: %w", err)
+	}
+	return nil
+}
+
+// QueryHealth asks the filter listening on addr for its Health.
+func QueryHealth(ctx context.Context, addr string) (Health, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(HealthName, dns.TypeTXT)
+	m.Question[0].Qclass = dns.ClassCHAOS
+	c := &dns.Client{Timeout: time.Second}
+	r, _, err := c.ExchangeContext(ctx, m, addr)
+	if err != nil {
+		return Health{}, fmt.Errorf("DNS filter not answering on %s: %w", addr, err)
+	}
+	var h Health
+	for _, rr := range r.Answer {
+		if t, ok := rr.(*dns.TXT); ok {
+			raw, err := base64.StdEncoding.DecodeString(strings.Join(t.Txt, ""))
+			if err == nil {
+				err = json.Unmarshal(raw, &h)
+			}
+			if err != nil {
+				return h, fmt.Errorf("DNS filter on %s: bad health answer: %w", addr, err)
+			}
+			return h, nil
+		}
+	}
+	return h, fmt.Errorf("DNS filter on %s: no health answer (rcode %s)", addr, dns.RcodeToString[r.Rcode])
+}

@@ -1,0 +1,223 @@
+//go:build linux
+
+package firewall
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
+)
+
+// The E2E tests run devbox code inside the client namespace as whole
+// processes (`ip netns exec … <this test binary>` with DEVBOX_FW_HELPER set),
+// so no thread of theirs can ever sit in the host's namespace.
+const helperEnv = "DEVBOX_FW_HELPER"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(helperEnv) {
+	case "":
+		os.Exit(m.Run())
+	case "dns":
+		os.Exit(helperDNS())
+	case "apply":
+		os.Exit(helperApply())
+	case "probe":
+		os.Exit(helperProbe(os.Args[1:]))
+	default:
+		fmt.Fprintln(os.Stderr, "unknown helper", os.Getenv(helperEnv))
+		os.Exit(2)
+	}
+}
+
+func argAfter(flag string) string {
+	for i, a := range os.Args {
+		if a == flag && i+1 < len(os.Args) {
+			return os.Args[i+1]
+		}
+	}
+	return ""
+}
+
+func helperDNS() int {
+	cfg, err := LoadConfig(argAfter("--config"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := RunDNS(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+type applyOut struct {
+	Took     time.Duration
+	PID      int
+	Warnings []string
+	Static   int
+}
+
+func helperApply() int {
+	cfg, err := LoadConfig(argAfter("--config"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if os.Getenv("DEVBOX_FW_BADRULE") != "" {
+		testHookRules = func(f Family, s string) string {
+			return strings.Replace(s, "COMMIT", "-A "+ChainOutput+" -j NO-SUCH-TARGET\nCOMMIT", 1)
+		}
+	}
+	ctx := context.Background()
+	self, _ := os.Executable()
+	res, err := Apply(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	pid, err := StartDNS(ctx, cfg, DaemonOptions{Command: []string{self}, Env: []string{helperEnv + "=dns"}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	out := applyOut{Took: res.Took, PID: pid, Static: res.StaticEntries, Warnings: Warm(ctx, cfg)}
+	json.NewEncoder(os.Stdout).Encode(out)
+	return 0
+}
+
+// helperProbe runs one probe and prints its outcome; exit 0 = success,
+// 3 = the probe was blocked/failed, 1 = misuse.
+func helperProbe(args []string) int {
+	fail := func(err error) int { fmt.Println("error:", err); return 3 }
+	if len(args) < 2 {
+		return 1
+	}
+	arg := args[1]
+	switch args[0] {
+	case "tcp":
+		c, err := net.DialTimeout("tcp", arg, 2*time.Second)
+		if err != nil {
+			return fail(err)
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		buf := make([]byte, 256)
+		n, _ := c.Read(buf)
+		fmt.Printf("ok %q\n", buf[:n])
+		return 0
+	case "udp":
+		c, err := net.Dial("udp", arg)
+		if err != nil {
+			return fail(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(time.Second))
+		if _, err := c.Write([]byte("ping")); err != nil {
+			return fail(err)
+		}
+		buf := make([]byte, 64)
+		if _, err := c.Read(buf); err != nil {
+			return fail(err)
+		}
+		fmt.Println("ok")
+		return 0
+	case "dns": // dns SERVER NAME TYPE NET
+		m := new(dns.Msg)
+		m.SetQuestion(dns.Fqdn(args[2]), dns.StringToType[args[3]])
+		c := &dns.Client{Net: args[4], Timeout: 2 * time.Second}
+		r, _, err := c.Exchange(m, arg)
+		if err != nil {
+			return fail(err)
+		}
+		var ans []string
+		for _, rr := range r.Answer {
+			switch rr := rr.(type) {
+			case *dns.A:
+				ans = append(ans, rr.A.String())
+			case *dns.AAAA:
+				ans = append(ans, rr.AAAA.String())
+			case *dns.TXT:
+				ans = append(ans, strings.Join(rr.Txt, ""))
+			}
+		}
+		fmt.Println(dns.RcodeToString[r.Rcode], strings.Join(ans, " "))
+		return 0
+	case "connect": // connect NAME:PORT through the system resolver
+		c, err := net.DialTimeout("tcp", arg, 3*time.Second)
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Println("ok", c.RemoteAddr())
+		c.Close()
+		return 0
+	case "icmp":
+		return probeICMP(arg, fail)
+	case "mark": // set SO_MARK as the current user
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+		if err != nil {
+			return fail(err)
+		}
+		defer unix.Close(fd)
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_MARK, DefaultMark); err != nil {
+			return fail(err)
+		}
+		fmt.Println("ok")
+		return 0
+	case "setadd": // add to a set through netlink as the current user
+		s, err := openSets()
+		if err != nil {
+			return fail(err)
+		}
+		if err := s.add(SetName(SetAllow, IPv4), entry{prefix: mustPrefix(arg)}, 0); err != nil {
+			return fail(err)
+		}
+		fmt.Println("ok")
+		return 0
+	}
+	return 1
+}
+
+func probeICMP(addr string, fail func(error) int) int {
+	c, err := net.ListenPacket("ip4:icmp", "0.0.0.0")
+	if err != nil {
+		return fail(err)
+	}
+	defer c.Close()
+	msg := []byte{8, 0, 0, 0, 0, 1, 0, 1, 'p', 'i', 'n', 'g'}
+	var sum uint32
+	for i := 0; i < len(msg); i += 2 {
+		sum += uint32(msg[i])<<8 | uint32(msg[i+1])
+	}
+	sum = (sum >> 16) + (sum & 0xffff)
+	binary.BigEndian.PutUint16(msg[2:], ^uint16(sum))
+	dst := &net.IPAddr{IP: net.ParseIP(addr)}
+	if _, err := c.WriteTo(msg, dst); err != nil {
+		return fail(err)
+	}
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	buf := make([]byte, 1500)
+	for {
+		n, from, err := c.ReadFrom(buf)
+		if err != nil {
+			return fail(err)
+		}
+		if n > 0 && buf[0] == 0 && from.String() == addr {
+			fmt.Println("ok")
+			return 0
+		}
+	}
+}

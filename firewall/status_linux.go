@@ -1,0 +1,140 @@
+//go:build linux
+
+package firewall
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	"github.com/coreos/go-iptables/iptables"
+)
+
+// Status is what `devbox firewall status` shows.
+type Status struct {
+	Families []FamilyStatus `json:"families"`
+	Sets     map[string]int `json:"sets"`
+	Daemon   DaemonStatus   `json:"daemon"`
+	LogFile  string         `json:"logFile,omitempty"`
+}
+
+// FamilyStatus is one family's rules and counters.
+type FamilyStatus struct {
+	Family string `json:"family"`
+	// Loaded is true when every devbox jump is in place.
+	Loaded bool `json:"loaded"`
+	// Policy is the OUTPUT chain's policy.
+	Policy string `json:"outputPolicy"`
+	// Rules are DEVBOX-OUTPUT's rules with their packet and byte counters.
+	Rules []RuleCounter `json:"rules"`
+}
+
+// RuleCounter is one rule and what it matched.
+type RuleCounter struct {
+	Rule    string `json:"rule"`
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+}
+
+// DaemonStatus is the DNS filter's state.
+type DaemonStatus struct {
+	PID     int     `json:"pid,omitempty"`
+	Running bool    `json:"running"`
+	Health  *Health `json:"health,omitempty"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// ReadStatus reads the rules, counters, set sizes and the daemon's health.
+func ReadStatus(ctx context.Context, cfg Config) (Status, error) {
+	cfg = cfg.WithDefaults()
+	st := Status{Sets: map[string]int{}}
+	if cfg.Log {
+		st.LogFile = cfg.LogFile
+	}
+	for _, f := range Families {
+		fs := FamilyStatus{Family: f.String()}
+		present, err := presentJumps(ctx, f)
+		if err != nil {
+			return st, err
+		}
+		fs.Loaded = true
+		for _, j := range rules(cfg, f).Jumps {
+			fs.Loaded = fs.Loaded && present(j)
+		}
+		fs.Policy = outputPolicy(ctx, f)
+		proto := iptables.ProtocolIPv4
+		if f == IPv6 {
+			proto = iptables.ProtocolIPv6
+		}
+		if ipt, err := iptables.New(iptables.IPFamily(proto)); err == nil && fs.Loaded {
+			if stats, err := ipt.StructuredStats("filter", ChainOutput); err == nil {
+				for _, s := range stats {
+					fs.Rules = append(fs.Rules, RuleCounter{Rule: describeStat(s), Packets: s.Packets, Bytes: s.Bytes})
+				}
+			}
+		}
+		st.Families = append(st.Families, fs)
+	}
+	if s, err := openSets(); err == nil {
+		for _, kind := range SetKinds {
+			for _, f := range Families {
+				if n, err := s.size(SetName(kind, f)); err == nil {
+					st.Sets[SetName(kind, f)] = n
+				}
+			}
+		}
+		s.Close()
+	}
+	pid, alive := DaemonPID(cfg)
+	st.Daemon = DaemonStatus{PID: pid, Running: alive}
+	h, err := QueryHealth(ctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(int(cfg.DNSPort))))
+	if err != nil {
+		st.Daemon.Error = err.Error()
+		if !alive {
+			st.Daemon.Error = "DNS filter not running (no live pid in " + cfg.StateDir + "/" + daemonPIDFile + "): names do not resolve, egress stays denied"
+		}
+	} else {
+		st.Daemon.Health = &h
+	}
+	return st, nil
+}
+
+func describeStat(s iptables.Stat) string {
+	out := []string{}
+	if s.Protocol != "all" && s.Protocol != "0" {
+		out = append(out, "-p "+s.Protocol)
+	}
+	if s.Input != "*" && s.Input != "" {
+		out = append(out, "-i "+s.Input)
+	}
+	if s.Output != "*" && s.Output != "" {
+		out = append(out, "-o "+s.Output)
+	}
+	if s.Destination != nil && s.Destination.String() != "0.0.0.0/0" && s.Destination.String() != "::/0" {
+		out = append(out, "-d "+s.Destination.String())
+	}
+	if o := strings.TrimSpace(s.Options); o != "" {
+		out = append(out, o)
+	}
+	out = append(out, "-j "+s.Target)
+	return strings.Join(out, " ")
+}
+
+func outputPolicy(ctx context.Context, f Family) string {
+	cmd := "iptables"
+	if f == IPv6 {
+		cmd = "ip6tables"
+	}
+	out, err := exec.CommandContext(ctx, cmd, "-S", "OUTPUT").Output()
+	if err != nil {
+		return "unknown"
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "-P OUTPUT ") {
+			return strings.TrimPrefix(l, "-P OUTPUT ")
+		}
+	}
+	return "unknown"
+}

@@ -1,0 +1,106 @@
+// Command worldd runs the test world's servers (DNS for .test, TCP and UDP
+// recorders) on the given addresses, for tests that put the world in a
+// container on an --internal Docker network. Records come from -record
+// flags; every query and connection is printed as a line on stdout.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/miekg/dns"
+
+	"github.com/devbox-dev/devbox/internal/testworld"
+)
+
+type list []string
+
+func (l *list) String() string     { return strings.Join(*l, ",") }
+func (l *list) Set(v string) error { *l = append(*l, v); return nil }
+
+func main() {
+	var addrs, records list
+	tcp := flag.String("tcp", "80,443,8080", "TCP ports to serve on every address")
+	udp := flag.String("udp", "443,5000", "UDP ports to serve on every address")
+	flag.Var(&addrs, "addr", "address to serve on (repeatable; default 0.0.0.0 and ::)")
+	flag.Var(&records, "record", `DNS record "NAME TYPE TTL VALUE" (repeatable), e.g. "api.test A 60 10.0.0.2"`)
+	flag.Parse()
+	if len(addrs) == 0 {
+		addrs = list{"0.0.0.0", "::"}
+	}
+	srv := testworld.NewDNSServer()
+	for _, r := range records {
+		f := strings.Fields(r)
+		if len(f) < 4 {
+			log.Fatalf("worldd: -record %q: want NAME TYPE TTL VALUE", r)
+		}
+		t, ok := dns.StringToType[strings.ToUpper(f[1])]
+		ttl, err := strconv.Atoi(f[2])
+		if !ok || err != nil {
+			log.Fatalf("worldd: -record %q: bad type or TTL", r)
+		}
+		srv.Set(f[0], t, uint32(ttl), strings.Join(f[3:], " "))
+	}
+	rec := &testworld.Recorder{}
+	for _, a := range addrs {
+		ip, err := netip.ParseAddr(a)
+		if err != nil {
+			log.Fatalf("worldd: -addr %q: %v", a, err)
+		}
+		ap := func(p uint16) string { return netip.AddrPortFrom(ip, p).String() }
+		pc, err := net.ListenPacket("udp", ap(53))
+		check(err)
+		l, err := net.Listen("tcp", ap(53))
+		check(err)
+		srv.Serve(pc, l)
+		for _, p := range ports(*tcp) {
+			l, err := net.Listen("tcp", ap(p))
+			check(err)
+			rec.ServeTCP(l)
+		}
+		for _, p := range ports(*udp) {
+			pc, err := net.ListenPacket("udp", ap(p))
+			check(err)
+			rec.ServeUDP(pc)
+		}
+	}
+	fmt.Println("worldd: ready")
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	<-sig
+	for _, q := range srv.Queries() {
+		fmt.Printf("query %s %s %s from %s\n", q.Net, q.Type, q.Name, q.From)
+	}
+	for _, c := range rec.Conns() {
+		fmt.Printf("conn %s %s from %s\n", c.Proto, c.Local, c.Remote)
+	}
+}
+
+func ports(s string) []uint16 {
+	var out []uint16
+	for _, f := range strings.Split(s, ",") {
+		if f == "" {
+			continue
+		}
+		p, err := strconv.ParseUint(f, 10, 16)
+		if err != nil {
+			log.Fatalf("worldd: bad port %q", f)
+		}
+		out = append(out, uint16(p))
+	}
+	return out
+}
+
+func check(err error) {
+	if err != nil {
+		log.Fatalf("worldd: %v", err)
+	}
+}
