@@ -1,14 +1,55 @@
 package main
 
 import (
-	"errors"
+	"os"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/devbox-dev/devbox/internal/devcontainer"
+	"github.com/devbox-dev/devbox/internal/doctor"
+	"github.com/devbox-dev/devbox/internal/entrypoint"
 )
 
-// SCAFFOLD: replaced by the issue that owns this command.
 var doctorCommand = &cli.Command{
-	Name:   "doctor",
-	Usage:  "(not built yet)",
-	Action: func(*cli.Context) error { return errors.New("doctor: not built yet") },
+	Name:  "doctor",
+	Usage: "say what the fence enforces here, what it does not and how to fix it",
+	Description: `Run it inside the dev container (as the agent's user, or as root from the
+host with docker exec -u root) or outside one. It reads the entrypoint's
+status, the DNS filter, this process's capabilities and no_new_privs, the
+container's capabilities, IPv6, sudo and setuid binaries, the read-only
+mounts of .git/hooks, .git/config and .devcontainer, and whether bwrap can
+sandbox commands. As root it also reads the firewall rules.
+
+The exit status is 1 when something that should be enforced is not.`,
+	Flags: []cli.Flag{
+		&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
+		&cli.StringFlag{Name: "workspace", Usage: "the repository mounted in the container (default: the current directory)"},
+		&cli.StringFlag{Name: "status", Value: entrypoint.StatusPath, Usage: "the entrypoint's status `FILE`"},
+		&cli.StringFlag{Name: "policy", Value: devcontainer.PolicyPath, Usage: "the policy `FILE` baked into the image"},
+	},
+	Action: func(c *cli.Context) error {
+		ws := c.String("workspace")
+		if ws == "" {
+			ws, _ = os.Getwd()
+		}
+		rep := doctor.Run(c.Context, doctor.OS{}, doctor.Options{
+			StatusPath: c.String("status"),
+			PolicyPath: c.String("policy"),
+			Workspace:  ws,
+			DNSUID:     devcontainer.DNSUID,
+		})
+		var err error
+		if c.Bool("json") {
+			err = rep.WriteJSON(c.App.Writer)
+		} else {
+			err = rep.WriteText(c.App.Writer)
+		}
+		if err != nil {
+			return err
+		}
+		if !rep.Enforced {
+			return cli.Exit("", 1)
+		}
+		return nil
+	},
 }

@@ -1,14 +1,176 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/devbox-dev/devbox/firewall"
+	"github.com/devbox-dev/devbox/firewall/fwpolicy"
+	"github.com/devbox-dev/devbox/internal/devcontainer"
+	"github.com/devbox-dev/devbox/internal/entrypoint"
+	"github.com/devbox-dev/devbox/internal/policy"
 )
 
-// SCAFFOLD: replaced by the issue that owns this command.
+// processStart is when this process started, for the elapsed time the
+// entrypoint prints (the devbox part of container start → fenced).
+var processStart = time.Now()
+
+// verifyRefusedName is the name the entrypoint's self-test expects the DNS
+// filter to refuse. .invalid is reserved (RFC 6761), so no policy allows it
+// and the filter answers without ever forwarding it.
+const verifyRefusedName = "fence-check.devbox.invalid"
+
 var entrypointCommand = &cli.Command{
-	Name:   "entrypoint",
-	Usage:  "(not built yet)",
-	Action: func(*cli.Context) error { return errors.New("entrypoint: not built yet") },
+	Name:      "entrypoint",
+	Usage:     "install the fence as root on container start, then run CMD as the policy's user",
+	ArgsUsage: "[-- CMD [ARG...]]",
+	Description: `Runs on every container start, as root: applies the policy baked into the
+image with the firewall, starts the DNS filter under its own user, verifies
+the fence and records the outcome in ` + entrypoint.StatusPath + `.
+
+Without CMD (the Dev Containers CLI runs it from the image's
+devcontainer.metadata "entrypoint") it returns once the fence is up. With
+CMD (the image's ENTRYPOINT, so plain "docker run IMAGE" is fenced too) it
+then drops to the policy's user — no capabilities, no_new_privs — and
+execs CMD.
+
+On any failure egress is left denied entirely, the reason is printed and
+recorded, and the exit status is 1.
+
+The self-test's probe targets come from --verify-* (or the DEVBOX_VERIFY_*
+environment variables, comma-separated), so tests point them at their own
+hosts; without them it checks the DNS filter answers and refuses a name.`,
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "policy", Value: devcontainer.PolicyPath, Usage: "normalized policy `FILE` baked into the image"},
+		&cli.StringFlag{Name: "status", Value: entrypoint.StatusPath, Usage: "`FILE` recording whether the fence is up"},
+		&cli.StringFlag{Name: "user", Usage: "run CMD as `NAME` (default: the policy's image.user.name)"},
+		&cli.StringSliceFlag{Name: "verify-allowed", EnvVars: []string{"DEVBOX_VERIFY_ALLOWED"}, Usage: "`HOST:PORT` that must connect once fenced (repeatable)"},
+		&cli.StringSliceFlag{Name: "verify-denied", EnvVars: []string{"DEVBOX_VERIFY_DENIED"}, Usage: "`HOST:PORT` that must not connect once fenced (repeatable)"},
+		&cli.StringSliceFlag{Name: "verify-refused", EnvVars: []string{"DEVBOX_VERIFY_REFUSED"}, Usage: "`NAME` the DNS filter must refuse (repeatable; " + verifyRefusedName + " is always checked)"},
+	},
+	Action: runEntrypoint,
+}
+
+func runEntrypoint(c *cli.Context) error {
+	argv := c.Args().Slice()
+	if len(argv) > 0 && argv[0] == "--" {
+		argv = argv[1:]
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("entrypoint: must run as root (the image's containerUser is root; the agent's user gets no say in the fence)")
+	}
+	policyPath := c.String("policy")
+	statusPath := c.String("status")
+	stderr := c.App.ErrWriter
+	p, perr := policy.Load(policyPath)
+	var cfg firewall.Config
+	userName := c.String("user")
+	if perr == nil {
+		cfg = fwpolicy.Config(p)
+		if userName == "" {
+			userName = p.Image.User.Name
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		self = devcontainer.BinaryPath
+	}
+	fence := &firewallFence{
+		cfg:     cfg,
+		loadErr: perr,
+		daemon:  []string{self, "firewall", "dns"},
+		targets: firewall.Targets{
+			Allowed: splitList(c.StringSlice("verify-allowed")),
+			Denied:  splitList(c.StringSlice("verify-denied")),
+			Refused: append([]string{verifyRefusedName}, splitList(c.StringSlice("verify-refused"))...),
+		},
+		warn: stderr,
+	}
+	_, err = entrypoint.Run(c.Context, entrypoint.Options{
+		Fence:      fence,
+		StatusPath: statusPath,
+		Policy:     policyPath,
+		User:       userName,
+		Stdout:     c.App.Writer,
+		Stderr:     stderr,
+		Start:      processStart,
+	})
+	if err != nil {
+		// Already printed loudly by Run; the exit status is what remains.
+		return cli.Exit("", 1)
+	}
+	if len(argv) == 0 {
+		return nil
+	}
+	if userName == "" {
+		return errors.New("entrypoint: no user to run the command as: set image.user.name in the policy or pass --user")
+	}
+	acct, err := entrypoint.LookupAccount("/", userName)
+	if err != nil {
+		return fmt.Errorf("entrypoint: %w", err)
+	}
+	return entrypoint.DropAndExec(acct, argv, os.Environ())
+}
+
+// splitList accepts both repeated flags and one comma-separated env value.
+func splitList(vs []string) []string {
+	var out []string
+	for _, v := range vs {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// firewallFence drives the firewall package for the entrypoint.
+type firewallFence struct {
+	cfg     firewall.Config
+	loadErr error // the policy did not load: Apply reports it, deny-all follows
+	daemon  []string
+	targets firewall.Targets
+	warn    io.Writer
+}
+
+var _ entrypoint.Fence = (*firewallFence)(nil)
+
+func (f *firewallFence) Apply(ctx context.Context) (string, error) {
+	if f.loadErr != nil {
+		return "", fmt.Errorf("policy: %w", f.loadErr)
+	}
+	res, err := firewall.Apply(ctx, f.cfg)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d allowed, %d denied destinations, %d static set entries", len(f.cfg.Allow), len(f.cfg.Deny), res.StaticEntries), nil
+}
+
+func (f *firewallFence) StartDNS(ctx context.Context) error {
+	if _, err := firewall.StartDNS(ctx, f.cfg, firewall.DaemonOptions{Command: f.daemon}); err != nil {
+		return err
+	}
+	// Pre-resolving the exact names is a convenience; a name that does not
+	// resolve yet is a warning, never a reason to fail.
+	for _, w := range firewall.Warm(ctx, f.cfg) {
+		fmt.Fprintf(f.warn, "devbox: warning: %s\n", w)
+	}
+	return nil
+}
+
+func (f *firewallFence) Verify(ctx context.Context) error {
+	_, err := firewall.Verify(ctx, f.cfg, f.targets)
+	return err
+}
+
+func (f *firewallFence) DenyAll(ctx context.Context) error {
+	return firewall.DenyAll(ctx, f.cfg)
 }

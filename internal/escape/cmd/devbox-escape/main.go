@@ -65,7 +65,7 @@ func main() {
 		t.FenceFiles = []string{"/usr/local/bin/devbox", "/etc/devbox/policy.json", "/run/devbox/status", "/etc/resolv.conf"}
 	}
 	if len(t.DNSFilterAddrs) == 0 {
-		t.DNSFilterAddrs = []string{"127.0.0.1:53535", "0.0.0.0:53535"}
+		t.DNSFilterAddrs = []string{"127.0.0.1:53535", "0.0.0.0:53535", "[::1]:53535", "[::]:53535"}
 	}
 
 	rep := escape.Run(context.Background(), escape.Checks(t), *timeout)

@@ -1,0 +1,373 @@
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/devbox-dev/devbox/internal/entrypoint"
+)
+
+type checker struct {
+	sys System
+	o   Options
+	out []Finding
+}
+
+func (c *checker) add(check string, l Level, fix string, format string, args ...any) {
+	c.out = append(c.out, Finding{Check: check, Level: l, Detail: fmt.Sprintf(format, args...), Fix: fix})
+}
+
+func (c *checker) run(ctx context.Context) {
+	if !c.inContainer() {
+		c.add("container", Fail, "run `devbox doctor` inside the dev container (`devcontainer exec --workspace-folder . devbox doctor`, or `docker exec CONTAINER devbox doctor`)",
+			"not in a container: nothing here is fenced by devbox")
+		c.bwrap(ctx, false)
+		return
+	}
+	c.add("container", OK, "", "running in a container")
+	c.status()
+	c.dnsFilter()
+	c.identity()
+	c.containerCaps()
+	c.rules(ctx)
+	c.ipv6()
+	c.privilegeTools()
+	c.mounts()
+	c.policy(ctx)
+}
+
+func (c *checker) inContainer() bool {
+	for _, p := range []string{"/.dockerenv", "/run/.containerenv"} {
+		if _, err := c.sys.Stat(p); err == nil {
+			return true
+		}
+	}
+	b, _ := c.sys.ReadFile("/proc/1/cgroup")
+	for _, w := range []string{"docker", "containerd", "kubepods", "libpod"} {
+		if strings.Contains(string(b), w) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *checker) status() {
+	b, err := c.sys.ReadFile(c.o.StatusPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		c.add("fence", Fail, "start the container so its entrypoint runs as root: the devbox image's devcontainer.metadata label does this for the Dev Containers CLI, and its ENTRYPOINT for `docker run`; an image or devcontainer.json that overrides either skips the fence",
+			"the devbox entrypoint has not run in this container (%s missing)", c.o.StatusPath)
+		return
+	}
+	if err != nil {
+		c.add("fence", Fail, "", "cannot read %s: %v", c.o.StatusPath, err)
+		return
+	}
+	var st entrypoint.Status
+	if err := json.Unmarshal(b, &st); err != nil {
+		c.add("fence", Fail, "restart the container to rewrite it", "%s is not a devbox status: %v", c.o.StatusPath, err)
+		return
+	}
+	at := st.Time.Format(time.RFC3339)
+	switch st.State {
+	case entrypoint.Fenced:
+		c.add("fence", OK, "", "fenced and verified at %s (entrypoint took %.1f ms)", at, st.ElapsedMS)
+	case entrypoint.Failed:
+		c.add("fence", Fail, "fix the cause and restart the container; until then all egress is denied",
+			"the entrypoint FAILED at %s and left egress denied entirely: %s", at, st.Reason)
+	default:
+		c.add("fence", Fail, "restart the container; if it happens again, read the container log (`docker logs`)",
+			"the entrypoint started at %s and never finished (state %q): it crashed or is still running", at, st.State)
+	}
+}
+
+// procs lists the pids whose real uid is uid.
+func (c *checker) procs(uid int) []int {
+	ents, err := c.sys.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := c.sys.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		ps, err := entrypoint.ParseProcStatus(string(b))
+		if err == nil && ps.UID[0] == uid {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func (c *checker) dnsFilter() {
+	pids := c.procs(c.o.DNSUID)
+	if len(pids) == 0 {
+		c.add("dns filter", Fail, "restart the container: the entrypoint starts the filter again",
+			"the DNS filter (uid %d) is not running: no name resolves, so egress by name is denied (fail closed, not open)", c.o.DNSUID)
+		return
+	}
+	c.add("dns filter", OK, "", "running as uid %d (pid %v); all DNS is redirected to it", c.o.DNSUID, pids)
+}
+
+func (c *checker) self() (entrypoint.ProcStatus, bool) {
+	b, err := c.sys.ReadFile("/proc/self/status")
+	if err != nil {
+		c.add("privileges", Fail, "", "cannot read /proc/self/status: %v", err)
+		return entrypoint.ProcStatus{}, false
+	}
+	ps, err := entrypoint.ParseProcStatus(string(b))
+	if err != nil {
+		c.add("privileges", Fail, "", "%v", err)
+		return ps, false
+	}
+	return ps, true
+}
+
+func (c *checker) identity() {
+	ps, ok := c.self()
+	if !ok {
+		return
+	}
+	if c.sys.Geteuid() == 0 || ps.UID[1] == 0 {
+		c.add("user", Warn, "run the agent as the remote user: `devcontainer exec` does by default, `docker exec -u USER` otherwise",
+			"running as root: root can change the fence; the checks below describe root, not the agent's user")
+		return
+	}
+	c.add("user", OK, "", "running as uid %d, not root", ps.UID[0])
+	if m := ps.CapEff | ps.CapPrm | ps.CapInh | ps.CapAmb; m != 0 {
+		c.add("capabilities", Fail, "give capabilities to the container (capAdd), never to the user: only the root entrypoint needs NET_ADMIN and NET_RAW; drop any ambient or file capabilities",
+			"this process holds %s: it may be able to change the fence", entrypoint.CapNames(m))
+	} else {
+		c.add("capabilities", OK, "", "no capability in any set (effective, permitted, inheritable, ambient)")
+	}
+	if !ps.NoNewPrivs {
+		c.add("no_new_privs", Fail, "run the container with securityOpt no-new-privileges (devbox's image label sets it; for `docker run` add --security-opt no-new-privileges, or let the image ENTRYPOINT exec your command)",
+			"no_new_privs is off: a setuid or file-capability binary could raise this process's privileges")
+	} else {
+		c.add("no_new_privs", OK, "", "no_new_privs is on: setuid and file capabilities are ignored")
+	}
+}
+
+func (c *checker) containerCaps() {
+	b, err := c.sys.ReadFile("/proc/1/status")
+	if err != nil {
+		c.add("container capabilities", Warn, "", "cannot read /proc/1/status: %v", err)
+		return
+	}
+	ps, err := entrypoint.ParseProcStatus(string(b))
+	if err != nil {
+		c.add("container capabilities", Warn, "", "/proc/1/status: %v", err)
+		return
+	}
+	var missing []string
+	for _, cp := range []int{entrypoint.CapNetAdmin, entrypoint.CapNetRaw} {
+		if !entrypoint.Has(ps.CapBnd, cp) {
+			missing = append(missing, entrypoint.CapNames(1<<uint(cp)))
+		}
+	}
+	if len(missing) > 0 {
+		c.add("container capabilities", Fail, "add capAdd [\"NET_ADMIN\", \"NET_RAW\"] (devbox's image label carries it; for `docker run` pass --cap-add NET_ADMIN --cap-add NET_RAW)",
+			"the container lacks %s: the entrypoint cannot install the firewall", strings.Join(missing, ", "))
+		return
+	}
+	c.add("container capabilities", OK, "", "the container has CAP_NET_ADMIN and CAP_NET_RAW for the root entrypoint")
+}
+
+func (c *checker) rules(ctx context.Context) {
+	if c.sys.Geteuid() != 0 {
+		c.add("rules", Info, "", "only root can read the rules; the entrypoint verified them (see \"fence\"); `sudo` is deliberately absent, so run `docker exec -u root CONTAINER devbox doctor` from the host to inspect them")
+		return
+	}
+	for _, fam := range []string{"iptables", "ip6tables"} {
+		if fam == "ip6tables" && !c.ipv6On() {
+			continue
+		}
+		out, err := c.sys.Run(ctx, fam, "-w", "-S", "OUTPUT")
+		if err != nil {
+			c.add("rules", Fail, "restart the container (the entrypoint reloads them)", "%s -S OUTPUT failed: %v: %s", fam, err, strings.TrimSpace(string(out)))
+			continue
+		}
+		s := string(out)
+		policyDrop := strings.Contains(s, "-P OUTPUT DROP")
+		jump := strings.Contains(s, "-j DEVBOX-OUTPUT")
+		switch {
+		case policyDrop && jump:
+			c.add("rules", OK, "", "%s: OUTPUT policy DROP, devbox's chain in place", fam)
+		case policyDrop:
+			c.add("rules", Fail, "restart the container (the entrypoint reloads them)", "%s: OUTPUT policy DROP but devbox's chain is missing: everything is denied", fam)
+		default:
+			c.add("rules", Fail, "restart the container (the entrypoint reloads them)", "%s: OUTPUT policy is not DROP: egress is OPEN", fam)
+		}
+	}
+}
+
+func (c *checker) ipv6On() bool {
+	b, err := c.sys.ReadFile("/proc/net/if_inet6")
+	if err != nil || len(strings.TrimSpace(string(b))) == 0 {
+		return false
+	}
+	d, err := c.sys.ReadFile("/proc/sys/net/ipv6/conf/all/disable_ipv6")
+	return err != nil || strings.TrimSpace(string(d)) != "1"
+}
+
+func (c *checker) ipv6() {
+	if !c.ipv6On() {
+		c.add("ipv6", Info, "", "IPv6 is off in this container (kernel or Docker network without --ipv6): there is no IPv6 egress to fence")
+		return
+	}
+	c.add("ipv6", OK, "", "IPv6 is on; the fence loads the same default-deny rules with ip6tables")
+}
+
+func (c *checker) privilegeTools() {
+	ps, _ := c.self()
+	if p, err := c.sys.LookPath("sudo"); err == nil {
+		l, fix := Warn, "remove sudo from the image (it is not in devbox's images; check image.packages)"
+		if !ps.NoNewPrivs {
+			l = Fail
+		}
+		c.add("sudo", l, fix, "sudo is installed at %s", p)
+	} else {
+		c.add("sudo", OK, "", "sudo is not installed")
+	}
+	var found []string
+	for _, dir := range []string{"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin"} {
+		ents, err := c.sys.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			fi, err := e.Info()
+			if err == nil && fi.Mode()&fs.ModeSetuid != 0 {
+				found = append(found, filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	switch {
+	case len(found) == 0:
+		c.add("setuid binaries", OK, "", "none")
+	case ps.NoNewPrivs:
+		c.add("setuid binaries", Info, "", "%d present but inert under no_new_privs: %s", len(found), strings.Join(found, " "))
+	default:
+		c.add("setuid binaries", Fail, "turn no_new_privs on (securityOpt no-new-privileges)", "%d present and no_new_privs is off: %s", len(found), strings.Join(found, " "))
+	}
+}
+
+// mounts checks that the files the host later executes are read-only.
+func (c *checker) mounts() {
+	if c.o.Workspace == "" {
+		return
+	}
+	b, err := c.sys.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		c.add("read-only mounts", Warn, "", "cannot read /proc/self/mountinfo: %v", err)
+		return
+	}
+	ro := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 {
+			continue
+		}
+		opts := "," + f[5] + ","
+		ro[unescapeMount(f[4])] = strings.Contains(opts, ",ro,")
+	}
+	for _, rel := range []string{".git/hooks", ".git/config", ".devcontainer"} {
+		p := filepath.Join(c.o.Workspace, rel)
+		if _, err := c.sys.Stat(p); err != nil {
+			continue
+		}
+		isRO, mounted := ro[p]
+		switch {
+		case mounted && isRO:
+			c.add("read-only mounts", OK, "", "%s is mounted read-only", p)
+		default:
+			c.add("read-only mounts", Warn, "mount it read-only (the devcontainer.json `devbox init` writes does: \"mounts\" with readonly)",
+				"%s is writable: code in the container could plant something the host later runs", p)
+		}
+	}
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// policyFile is the part of the normalized policy doctor reads.
+type policyFile struct {
+	Network struct {
+		Allow []json.RawMessage `json:"allow"`
+	} `json:"network"`
+	Sandbox struct {
+		Enabled bool `json:"enabled"`
+	} `json:"sandbox"`
+}
+
+func (c *checker) policy(ctx context.Context) {
+	b, err := c.sys.ReadFile(c.o.PolicyPath)
+	if err != nil {
+		c.add("policy", Fail, "use an image built by `devbox build` (it bakes the policy in)", "cannot read the baked policy: %v", err)
+		c.bwrap(ctx, false)
+		return
+	}
+	var p policyFile
+	if err := json.Unmarshal(b, &p); err != nil {
+		c.add("policy", Fail, "rebuild the image with `devbox build`", "%s: %v", c.o.PolicyPath, err)
+		return
+	}
+	if len(p.Network.Allow) == 0 {
+		c.add("policy", Info, "", "%s allows no destination: no network at all", c.o.PolicyPath)
+	} else {
+		c.add("policy", Info, "", "%s allows %d destinations", c.o.PolicyPath, len(p.Network.Allow))
+	}
+	c.bwrap(ctx, p.Sandbox.Enabled)
+}
+
+// bwrap checks the per-command sandbox layer `devbox run` uses.
+func (c *checker) bwrap(ctx context.Context, wanted bool) {
+	path, err := c.sys.LookPath("bwrap")
+	if err != nil {
+		if wanted {
+			c.add("sandbox (bwrap)", Fail, "install bubblewrap in the image (devbox's images do when sandbox.enabled is true)", "sandbox.enabled is true but bwrap is not installed")
+		} else {
+			c.add("sandbox (bwrap)", Info, "", "bwrap is not installed; the per-command sandbox is off")
+		}
+		return
+	}
+	out, err := c.sys.Run(ctx, path, "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "--dev", "/dev", "true")
+	if err == nil {
+		c.add("sandbox (bwrap)", OK, "", "bwrap can create namespaces here")
+		return
+	}
+	l := Info
+	if wanted {
+		l = Warn
+	}
+	c.add("sandbox (bwrap)", l, "Docker's default seccomp profile blocks the namespaces bwrap needs: run the container with a seccomp profile that allows unshare/clone of user namespaces (docs/runtime.md), or set sandbox.enabled to false; the network fence does not depend on it",
+		"bwrap cannot create namespaces: %s", strings.TrimSpace(string(out)))
+}

@@ -1,0 +1,237 @@
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/devbox-dev/devbox/internal/entrypoint"
+)
+
+// fakeSys is a fake machine: files under a temporary root, canned
+// LookPath and command results, a chosen euid.
+type fakeSys struct {
+	OS
+	euid  int
+	paths map[string]string
+	runs  map[string]fakeRun
+}
+
+type fakeRun struct {
+	out string
+	err error
+}
+
+func (f fakeSys) Geteuid() int { return f.euid }
+func (f fakeSys) LookPath(name string) (string, error) {
+	if p, ok := f.paths[name]; ok {
+		return p, nil
+	}
+	return "", exec.ErrNotFound
+}
+func (f fakeSys) Run(_ context.Context, name string, args ...string) ([]byte, error) {
+	key := name + " " + strings.Join(args, " ")
+	for prefix, r := range f.runs {
+		if strings.HasPrefix(key, prefix) {
+			return []byte(r.out), r.err
+		}
+	}
+	return nil, errors.New("unexpected command " + key)
+}
+
+const (
+	userStatus = "Uid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t00000000a80435fb\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\n"
+	rootStatus = "Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nCapInh:\t0000000000000000\nCapPrm:\t00000000a80435fb\nCapEff:\t00000000a80435fb\nCapBnd:\t00000000a80435fb\nCapAmb:\t0000000000000000\nNoNewPrivs:\t0\n"
+	dnsStatus  = "Uid:\t998\t998\t998\t998\nGid:\t998\t998\t998\t998\nCapInh:\t0000000000000000\nCapPrm:\t0000000000001000\nCapEff:\t0000000000001000\nCapBnd:\t00000000a80435fb\nCapAmb:\t0000000000001000\nNoNewPrivs:\t0\n"
+	// Docker's default set plus NET_ADMIN (bit 12) and NET_RAW (13).
+	initStatus = "Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nCapInh:\t0000000000000000\nCapPrm:\t00000000a80435fb\nCapEff:\t00000000a80435fb\nCapBnd:\t00000000a80435fb\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\n"
+	mountinfo  = "100 90 0:50 / / rw,relatime - overlay overlay rw\n" +
+		"101 100 8:1 /src/.git/hooks /workspaces/my\\040repo/.git/hooks ro,relatime - ext4 /dev/sda1 rw\n" +
+		"102 100 8:1 /src/.devcontainer /workspaces/my\\040repo/.devcontainer ro,relatime - ext4 /dev/sda1 rw\n"
+	ws = "/workspaces/my repo"
+)
+
+// world writes the files of a healthy fenced container seen by its user;
+// each case then changes what it needs.
+func world(t *testing.T) (string, map[string]string) {
+	t.Helper()
+	st, _ := json.Marshal(entrypoint.Status{State: entrypoint.Fenced, Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), ElapsedMS: 87.5})
+	return t.TempDir(), map[string]string{
+		"/.dockerenv":                              "",
+		"/proc/self/status":                        userStatus,
+		"/proc/1/status":                           initStatus,
+		"/proc/42/status":                          dnsStatus,
+		"/proc/net/if_inet6":                       "00000000000000000000000000000001 01 80 10 80       lo\n",
+		"/proc/sys/net/ipv6/conf/all/disable_ipv6": "0\n",
+		"/proc/self/mountinfo":                     mountinfo,
+		"/run/devbox/status":                       string(st),
+		"/etc/devbox/policy.json":                  `{"network":{"allow":["a.test","b.test"]},"sandbox":{"enabled":false}}`,
+		ws + "/.git/hooks/.keep":                   "",
+		ws + "/.devcontainer/devcontainer.json":    "{}",
+		"/usr/bin/passwd":                          "",
+	}
+}
+
+func TestRun(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		edit     func(files map[string]string, s *fakeSys)
+		want     map[string]Level // check → level of its first finding
+		enforced bool
+		detail   string // a substring the text report must contain
+	}{
+		{
+			name:     "fenced, as the user",
+			want:     map[string]Level{"container": OK, "fence": OK, "dns filter": OK, "user": OK, "capabilities": OK, "no_new_privs": OK, "container capabilities": OK, "rules": Info, "ipv6": OK, "sudo": OK, "setuid binaries": Info, "read-only mounts": OK, "policy": Info, "sandbox (bwrap)": Info},
+			enforced: true,
+			detail:   "fenced and verified at 2026-01-02T03:04:05Z (entrypoint took 87.5 ms)",
+		},
+		{
+			name: "entrypoint failed",
+			edit: func(f map[string]string, _ *fakeSys) {
+				b, _ := json.Marshal(entrypoint.Status{State: entrypoint.Failed, Reason: "apply: iptables-restore: line 3 failed"})
+				f["/run/devbox/status"] = string(b)
+			},
+			want:   map[string]Level{"fence": Fail},
+			detail: "FAILED at 0001-01-01T00:00:00Z and left egress denied entirely: apply: iptables-restore: line 3 failed",
+		},
+		{
+			name:   "entrypoint never ran",
+			edit:   func(f map[string]string, _ *fakeSys) { delete(f, "/run/devbox/status") },
+			want:   map[string]Level{"fence": Fail},
+			detail: "has not run in this container",
+		},
+		{
+			name:   "dns filter down",
+			edit:   func(f map[string]string, _ *fakeSys) { delete(f, "/proc/42/status") },
+			want:   map[string]Level{"dns filter": Fail},
+			detail: "denied (fail closed, not open)",
+		},
+		{
+			name: "no_new_privs off, sudo and setuid present",
+			edit: func(f map[string]string, s *fakeSys) {
+				f["/proc/self/status"] = strings.Replace(userStatus, "NoNewPrivs:\t1", "NoNewPrivs:\t0", 1)
+				s.paths["sudo"] = "/usr/bin/sudo"
+			},
+			want:   map[string]Level{"no_new_privs": Fail, "sudo": Fail, "setuid binaries": Fail},
+			detail: "--security-opt no-new-privileges",
+		},
+		{
+			name: "user holds NET_ADMIN",
+			edit: func(f map[string]string, _ *fakeSys) {
+				f["/proc/self/status"] = strings.Replace(userStatus, "CapAmb:\t0000000000000000", "CapAmb:\t0000000000001000", 1)
+			},
+			want:   map[string]Level{"capabilities": Fail},
+			detail: "holds CAP_NET_ADMIN",
+		},
+		{
+			name: "container without NET_ADMIN",
+			edit: func(f map[string]string, _ *fakeSys) {
+				f["/proc/1/status"] = strings.ReplaceAll(initStatus, "a80435fb", "a80425fb")
+			},
+			want:   map[string]Level{"container capabilities": Fail},
+			detail: "lacks CAP_NET_ADMIN",
+		},
+		{
+			name: "root sees open rules",
+			edit: func(f map[string]string, s *fakeSys) {
+				f["/proc/self/status"] = rootStatus
+				s.euid = 0
+				s.runs["iptables -w -S OUTPUT"] = fakeRun{out: "-P OUTPUT ACCEPT\n"}
+				s.runs["ip6tables -w -S OUTPUT"] = fakeRun{out: "-P OUTPUT DROP\n-A OUTPUT -j DEVBOX-OUTPUT\n"}
+			},
+			want:   map[string]Level{"user": Warn, "rules": Fail},
+			detail: "iptables: OUTPUT policy is not DROP: egress is OPEN",
+		},
+		{
+			name: "IPv6 off, hooks writable",
+			edit: func(f map[string]string, _ *fakeSys) {
+				delete(f, "/proc/net/if_inet6")
+				f["/proc/self/mountinfo"] = "100 90 0:50 / / rw,relatime - overlay overlay rw\n"
+			},
+			want:     map[string]Level{"ipv6": Info, "read-only mounts": Warn},
+			enforced: true,
+			detail:   "/workspaces/my repo/.git/hooks is writable",
+		},
+		{
+			name: "sandbox wanted, bwrap blocked",
+			edit: func(f map[string]string, s *fakeSys) {
+				f["/etc/devbox/policy.json"] = `{"network":{"allow":[]},"sandbox":{"enabled":true}}`
+				s.paths["bwrap"] = "/usr/bin/bwrap"
+				s.runs["/usr/bin/bwrap"] = fakeRun{out: "bwrap: No permissions to create new namespace\n", err: errors.New("exit status 1")}
+			},
+			want:     map[string]Level{"sandbox (bwrap)": Warn, "policy": Info},
+			enforced: true,
+			detail:   "allows no destination: no network at all",
+		},
+		{
+			name:   "not in a container",
+			edit:   func(f map[string]string, _ *fakeSys) { delete(f, "/.dockerenv") },
+			want:   map[string]Level{"container": Fail, "sandbox (bwrap)": Info},
+			detail: "not in a container",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, files := world(t)
+			sys := &fakeSys{OS: OS{Prefix: root}, euid: 1000, paths: map[string]string{}, runs: map[string]fakeRun{}}
+			if tc.edit != nil {
+				tc.edit(files, sys)
+			}
+			for p, content := range files {
+				full := filepath.Join(root, p)
+				os.MkdirAll(filepath.Dir(full), 0o755)
+				if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, ok := files["/usr/bin/passwd"]; ok {
+				os.Chmod(filepath.Join(root, "/usr/bin/passwd"), 0o755|os.ModeSetuid)
+			}
+			rep := Run(context.Background(), sys, Options{StatusPath: "/run/devbox/status", PolicyPath: "/etc/devbox/policy.json", Workspace: ws, DNSUID: 998})
+			got := map[string]Level{}
+			for _, f := range rep.Findings {
+				if _, seen := got[f.Check]; !seen {
+					got[f.Check] = f.Level
+				}
+				if (f.Level == Fail || f.Level == Warn) && f.Fix == "" && f.Check != "container capabilities" {
+					t.Errorf("%s: %s without a fix: %s", f.Check, f.Level, f.Detail)
+				}
+			}
+			for check, want := range tc.want {
+				if got[check] != want {
+					t.Errorf("%s = %q, want %q", check, got[check], want)
+				}
+			}
+			if rep.Enforced != tc.enforced {
+				t.Errorf("enforced = %v, want %v", rep.Enforced, tc.enforced)
+			}
+			var text, js bytes.Buffer
+			rep.WriteText(&text)
+			if !strings.Contains(text.String(), tc.detail) {
+				t.Errorf("report lacks %q:\n%s", tc.detail, text.String())
+			}
+			if err := rep.WriteJSON(&js); err != nil {
+				t.Fatal(err)
+			}
+			var back Report
+			if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Findings) != len(rep.Findings) {
+				t.Errorf("JSON round trip: %v", err)
+			}
+		})
+	}
+}
+
+func TestUnescapeMount(t *testing.T) {
+	for in, want := range map[string]string{`/a\040b`: "/a b", `/plain`: "/plain", `/t\011x`: "/t\tx", `/bad\09`: `/bad\09`} {
+		if got := unescapeMount(in); got != want {
+			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
