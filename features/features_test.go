@@ -159,6 +159,7 @@ func TestPublish(t *testing.T) {
 		return p
 	}
 	p := publish("1.2.3")
+	t.Logf("published %s (collection %s)", p.Feature, p.Collection)
 	if !slices.Equal(p.Tags, []string{"1", "1.2", "1.2.3", "latest"}) {
 		t.Errorf("tags %v", p.Tags)
 	}
