@@ -14,6 +14,9 @@ import (
 	"github.com/tailscale/hujson"
 )
 
+// MaxFileSize is the largest policy file Parse accepts.
+const MaxFileSize = 1 << 20
+
 // Load reads and validates the policy file at path. A missing file returns
 // an error wrapping ErrNoPolicy; an invalid one returns a *Errors naming
 // every problem with path:line:col.
@@ -46,6 +49,13 @@ func parse(name string, raw []byte) (*Explanation, error) {
 	d := &decoder{file: name, src: raw, seen: map[string]bool{}}
 	p := defaultPolicy()
 	p.Path = name
+	// A policy is a few kilobytes; the limit keeps a runaway file (or deep
+	// nesting, which the hujson parser handles recursively) from costing
+	// more than a quick error.
+	if len(raw) > MaxFileSize {
+		d.errs = append(d.errs, Error{File: name, Msg: fmt.Sprintf("the file is %d bytes; a policy is at most %d", len(raw), MaxFileSize)})
+		return nil, d.result()
+	}
 	if i := invalidUTF8(raw); i >= 0 {
 		d.errAtOffset(i, "", "the file is not valid UTF-8")
 		return nil, d.result()
@@ -141,7 +151,7 @@ func (d *decoder) errAt(v *hujson.Value, path, format string, args ...any) {
 	d.errAtOffset(v.StartOffset, path, format, args...)
 }
 
-var hujsonPos = regexp.MustCompile(`^hujson: line (\d+), column (\d+): (.*)$`)
+var hujsonPos = regexp.MustCompile(`(?s)^hujson: line (\d+), column (\d+): (.*)$`)
 
 // syntaxError turns a hujson parse error into an Error at its position.
 func (d *decoder) syntaxError(err error) {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -89,7 +90,9 @@ func TestParseErrors(t *testing.T) {
 		{"column counts characters", "{/* é */ \"image\": {\"tag\": \"X\"}}", `p:1:27: image.tag: "X": repository names must be lower-case`},
 		{"allow everything", `{"network": {"allow": ["0.0.0.0/0"]}}`, `p:1:24: network.allow[0]: "0.0.0.0/0": would allow every address; list the ranges you need`},
 		{"NUL in a key", `{"a\u0000b": 1}`, `p:1:2: a\x00b: unknown key "a\x00b" at the top level (known keys: image, agent, network, sandbox)`},
+		{"newline in a literal", "\"\n\"", `p:1:1: syntax error: invalid literal: "\x0a"`},
 		{"NUL in a literal", "\"\x00\"", `p:1:1: syntax error: invalid literal: "\x00"`},
+		{"too big", "{}" + strings.Repeat(" ", MaxFileSize), fmt.Sprintf("p: the file is %d bytes; a policy is at most %d", MaxFileSize+2, MaxFileSize)},
 		{"invalid utf8", "{\"image\": {\"base\": \"\xff\"}}", `p:1:21: the file is not valid UTF-8`},
 	}
 	for _, tt := range tests {
