@@ -1,0 +1,336 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/devbox-dev/devbox/internal/devboxtest"
+)
+
+// The real-bwrap tests run `devbox run` (the built binary) as root and as
+// uid 1000, with a temporary HOME and workspace, never the real ones.
+
+const secret = "TOP-SECRET-VALUE"
+
+type box struct {
+	t         *testing.T
+	devbox    string
+	home, ws  string
+	outside   string
+	policy    string
+	cred      *syscall.Credential
+	uid       int
+	extraArgs []string
+}
+
+func newBox(t *testing.T, uid int) *box {
+	t.Helper()
+	devboxtest.RequireRoot(t)
+	devboxtest.RequireBinary(t, "bwrap")
+	root := t.TempDir()
+	// uid 1000 must reach it: t.TempDir's parent is private.
+	for _, d := range []string{filepath.Dir(root), root} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Outside every writable path (/tmp is writable in the sandbox).
+	outside, err := os.MkdirTemp("/var/tmp", "devbox-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(outside) })
+	var bin []byte
+	b := &box{t: t, uid: uid,
+		home: filepath.Join(root, "home"), ws: filepath.Join(root, "home", "src", "ws"),
+		outside: outside, policy: filepath.Join(root, "policy.jsonc")}
+	bin, err = os.ReadFile(devboxtest.BuildDevbox(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.devbox = filepath.Join(root, "devbox")
+	write(t, b.devbox, string(bin), 0o755)
+	files := map[string]string{
+		"home/.ssh/id_ed25519":    secret,
+		"home/.aws/credentials":   secret,
+		"home/.netrc":             secret,
+		"home/.bashrc":            "# bashrc\n",
+		"home/.gitconfig":         "[user]\n",
+		"home/src/ws/.env":        secret,
+		"home/src/ws/app/.env":    secret,
+		"home/src/ws/.git/config": "[core]\n",
+		"home/src/ws/.git/HEAD":   "ref: refs/heads/main\n",
+		"home/src/ws/main.go":     "package main\n",
+	}
+	for p, c := range files {
+		write(t, filepath.Join(root, p), c, 0o600)
+	}
+	write(t, filepath.Join(outside, "file"), "outside\n", 0o644)
+	os.MkdirAll(filepath.Join(b.ws, ".git/hooks"), 0o755)
+	// Symlink tricks prepared by an earlier, unconfined step.
+	os.Symlink(filepath.Join(b.home, ".ssh"), filepath.Join(b.ws, "keys"))
+	os.Symlink(".git/hooks", filepath.Join(b.ws, "hooks"))
+	// The home is writable by policy, so that the home's mandatory denies
+	// are what stops the writes, not the read-only root.
+	write(t, b.policy, fmt.Sprintf(`{
+		// test policy
+		"sandbox": {"enabled": true, "allowWrite": [%q], "denyRead": ["~/.ssh", "~/.aws", "~/.netrc", "**/.env"]},
+	}`, b.home), 0o644)
+	if uid != 0 {
+		b.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}
+		for _, d := range []string{root, outside} {
+			filepath.Walk(d, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, uid, uid) })
+		}
+	}
+	return b
+}
+
+func write(t *testing.T, p, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs `devbox run [flags] -- sh -c script` and returns its output
+// (stdout, then stderr after a "--- stderr" line) and exit status.
+func (b *box) run(script string, flags ...string) (string, int) {
+	b.t.Helper()
+	args := append([]string{"run", "--policy", b.policy, "--workspace", b.ws}, flags...)
+	args = append(args, "--", "sh", "-c", script)
+	cmd := exec.Command(b.devbox, args...)
+	cmd.Dir = b.ws
+	cmd.Env = []string{"HOME=" + b.home, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	if b.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: b.cred}
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	out := stdout.String() + "--- stderr\n" + stderr.String()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		b.t.Fatalf("devbox run: %v", err)
+	}
+	return string(out), code
+}
+
+func forEachUser(t *testing.T, f func(t *testing.T, b *box)) {
+	for _, uid := range []int{0, 1000} {
+		t.Run(fmt.Sprintf("uid%d", uid), func(t *testing.T) { f(t, newBox(t, uid)) })
+	}
+}
+
+func TestE2EDenyRead(t *testing.T) {
+	forEachUser(t, func(t *testing.T, b *box) {
+		for _, p := range []string{
+			"~/.ssh/id_ed25519", "~/.aws/credentials", "~/.netrc", ".env", "app/.env",
+			"keys/id_ed25519", // a link in the workspace to ~/.ssh
+		} {
+			p = strings.Replace(p, "~", b.home, 1)
+			out, _ := b.run("cat " + p + "; ls -a " + filepath.Dir(p))
+			if strings.Contains(out, secret) || strings.Contains(out, "id_ed25519\n") {
+				t.Errorf("reading %s inside the sandbox got it:\n%s", p, out)
+			}
+		}
+		// The control: the same files are readable outside.
+		if b, _ := os.ReadFile(filepath.Join(b.home, ".ssh/id_ed25519")); string(b) != secret {
+			t.Fatalf("test setup: secret not in place")
+		}
+	})
+}
+
+// attacks are the ways a command could try to get content into a protected
+// path: write it, replace it, create it, or move its directory away and make
+// a new one.
+func attacks(p string) []string {
+	d := filepath.Dir(p)
+	return []string{
+		fmt.Sprintf("echo evil > %q", p),
+		fmt.Sprintf("echo evil >> %q", p),
+		fmt.Sprintf("rm -rf %q; echo evil > %q", p, p),
+		fmt.Sprintf("mv %q %q.old; echo evil > %q", p, p, p),
+		fmt.Sprintf("mkdir -p %q && echo evil > %q/x", p, p),
+		fmt.Sprintf("mv %q %q.moved; mkdir -p %q && echo evil > %q", d, d, d, p),
+		fmt.Sprintf("ln -sf /tmp/evil %q", p),
+	}
+}
+
+func TestE2EMandatoryDenyWrite(t *testing.T) {
+	forEachUser(t, func(t *testing.T, b *box) {
+		// Each attacked path, and where a successful attack would land.
+		paths := [][2]string{
+			// existing
+			{"~/.bashrc"}, {"~/.gitconfig"}, {"$W/.git/config"}, {"$W/.git/hooks/pre-commit"},
+			// not existing yet
+			{"~/.profile"}, {"~/.zshrc"}, {"~/.claude/commands/x.md"}, {"$W/.gitmodules"}, {"$W/.mcp.json"},
+			{"$W/.vscode/settings.json"}, {"$W/.idea/workspace.xml"}, {"$W/.devcontainer/devcontainer.json"},
+			{"$W/.claude/commands/evil.md"}, {"$W/.claude/agents/evil.md"}, {"$W/.claude/settings.json"},
+			// through a link in the workspace to .git/hooks (moving the link
+			// away and making a plain hooks/ directory is harmless)
+			{"$W/hooks/post-checkout", "$W/.git/hooks/post-checkout"},
+		}
+		expand := strings.NewReplacer("~", b.home, "$W", b.ws).Replace
+		for _, pp := range paths {
+			p, landing := expand(pp[0]), expand(pp[0])
+			if pp[1] != "" {
+				landing = expand(pp[1])
+			}
+			for _, a := range attacks(p) {
+				b.run(a)
+			}
+			for _, c := range []string{landing, filepath.Join(landing, "x")} {
+				if got, err := os.ReadFile(c); err == nil && strings.Contains(string(got), "evil") {
+					t.Errorf("%s was written from inside the sandbox", c)
+				}
+			}
+			if fi, err := os.Lstat(landing); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+				t.Errorf("%s was replaced by a symlink from inside the sandbox", landing)
+			}
+		}
+		// Every hook still in place, and no new hook.
+		hooks, _ := os.ReadDir(filepath.Join(b.ws, ".git/hooks"))
+		if len(hooks) != 0 {
+			t.Errorf(".git/hooks has %d entries after the attacks, want 0", len(hooks))
+		}
+		if _, err := os.Stat(filepath.Join(b.ws, ".git/HEAD")); err != nil {
+			t.Errorf(".git was moved away: %v", err)
+		}
+	})
+}
+
+func TestE2EWritablePaths(t *testing.T) {
+	forEachUser(t, func(t *testing.T, b *box) {
+		out, code := b.run("echo ok > new.txt && mkdir -p sub && echo ok > sub/f && echo ok > /tmp/devbox-e2e-$$ && rm /tmp/devbox-e2e-$$")
+		if code != 0 {
+			t.Fatalf("writing the workspace and /tmp failed (%d):\n%s", code, out)
+		}
+		if got, _ := os.ReadFile(filepath.Join(b.ws, "sub/f")); string(got) != "ok\n" {
+			t.Errorf("workspace write not visible outside: %q", got)
+		}
+		for _, p := range []string{filepath.Join(b.outside, "file"), filepath.Join(b.outside, "new"), "/etc/devbox-e2e", "/usr/local/devbox-e2e"} {
+			out, code := b.run(fmt.Sprintf("echo evil > %q", p))
+			if code == 0 {
+				t.Errorf("writing %s outside the writable paths succeeded:\n%s", p, out)
+			}
+			if got, err := os.ReadFile(p); err == nil && strings.Contains(string(got), "evil") {
+				t.Errorf("%s was written", p)
+				os.Remove(p)
+			}
+		}
+	})
+}
+
+func TestE2ENoNetwork(t *testing.T) {
+	forEachUser(t, func(t *testing.T, b *box) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		port := ln.Addr().(*net.TCPAddr).Port
+		// /proc/net is per network namespace (/sys/class/net is not: it
+		// shows the namespace sysfs was mounted in).
+		probe := fmt.Sprintf("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; echo routes; tail -n +2 /proc/net/route; tail -n +2 /proc/net/ipv6_route | awk '{print $NF}'; bash -c 'echo > /dev/tcp/127.0.0.1/%d' && echo CONNECTED", port)
+		out, _ := b.run(probe, "--no-network")
+		stdout := strings.SplitN(out, "--- stderr\n", 2)[0]
+		if stdout != "lo\nroutes\nlo\nlo\n" {
+			t.Errorf("--no-network: want only lo, no IPv4 route, IPv6 routes on lo only, and no connection to the host's loopback; got:\n%s", out)
+		}
+		// The control: without --no-network the same connection works.
+		out, _ = b.run(probe)
+		if !strings.Contains(out, "CONNECTED") {
+			t.Errorf("without --no-network the loopback listener was not reachable:\n%s", out)
+		}
+	})
+}
+
+func TestE2EExitStatus(t *testing.T) {
+	forEachUser(t, func(t *testing.T, b *box) {
+		for script, want := range map[string]int{"exit 0": 0, "exit 3": 3, "exit 42": 42, "kill -TERM $$": 143, "kill -KILL $$": 137} {
+			out, code := b.run(script)
+			if code != want {
+				t.Errorf("%q: exit status %d, want %d\n%s", script, code, want, out)
+			}
+			if strings.Contains(out, "devbox:") {
+				t.Errorf("%q: devbox printed an error line for the command's status:\n%s", script, out)
+			}
+		}
+	})
+}
+
+func TestE2ESignalForwarded(t *testing.T) {
+	forEachUser(t, func(t *testing.T, b *box) {
+		marker := filepath.Join(b.ws, "started")
+		cmd := exec.Command(b.devbox, "run", "--policy", b.policy, "--workspace", b.ws, "--",
+			"sh", "-c", `trap 'exit 7' TERM; touch started; while :; do sleep 0.05; done`)
+		cmd.Dir = b.ws
+		cmd.Env = []string{"HOME=" + b.home, "PATH=/usr/bin:/bin"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: b.cred}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Wait for the command to start (bounded by the test's timeout).
+		for {
+			if _, err := os.Stat(marker); err == nil {
+				break
+			}
+			if cmd.ProcessState != nil {
+				t.Fatal("devbox run exited early")
+			}
+			syscall.Nanosleep(&syscall.Timespec{Nsec: 10e6}, nil)
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		err := cmd.Wait()
+		ee, _ := err.(*exec.ExitError)
+		if ee == nil || ee.ExitCode() != 7 {
+			t.Errorf("after SIGTERM to devbox: %v, want exit status 7 from the command's trap", err)
+		}
+	})
+}
+
+func TestE2ETerminal(t *testing.T) {
+	script := devboxtest.RequireBinary(t, "script")
+	forEachUser(t, func(t *testing.T, b *box) {
+		// script(1) gives devbox a pseudo-terminal; an interactive shell
+		// inside must see a terminal on stdin and take commands from it.
+		inner := fmt.Sprintf("%s run --policy %s --workspace %s -- sh -i", b.devbox, b.policy, b.ws)
+		cmd := exec.Command(script, "-qec", inner, "/dev/null")
+		cmd.Dir = b.ws
+		cmd.Env = []string{"HOME=" + b.home, "PATH=/usr/bin:/bin", "TERM=dumb"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: b.cred}
+		cmd.Stdin = strings.NewReader("test -t 0 && echo IS-A-TTY\necho $((6*7))\nexit 5\n")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, io.Discard
+		err := cmd.Run()
+		ee, _ := err.(*exec.ExitError)
+		if ee == nil || ee.ExitCode() != 5 {
+			t.Errorf("interactive shell: %v, want exit status 5\n%s", err, out.String())
+		}
+		if !strings.Contains(out.String(), "IS-A-TTY") || !strings.Contains(out.String(), "42") {
+			t.Errorf("interactive shell output lacks the tty check or the answer:\n%s", out.String())
+		}
+	})
+}
