@@ -77,7 +77,7 @@ func TestReadConfigurationAccepts(t *testing.T) {
 	}{
 		{name: "fresh-build", check: func(t *testing.T, cfg map[string]any) {
 			b, _ := cfg["build"].(map[string]any)
-			if b["dockerfile"] != "Dockerfile" || b["context"] != "." {
+			if b["dockerfile"] != "Dockerfile" || b["context"] != ".devbox" {
 				t.Errorf("build = %v", cfg["build"])
 			}
 		}},
