@@ -1,14 +1,233 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/devbox-dev/devbox/internal/image"
+	"github.com/devbox-dev/devbox/internal/policy"
+	"github.com/devbox-dev/devbox/internal/registry"
 )
 
-// SCAFFOLD: replaced by the issue that owns this command.
 var buildCommand = &cli.Command{
-	Name:   "build",
-	Usage:  "(not built yet)",
-	Action: func(*cli.Context) error { return errors.New("build: not built yet") },
+	Name:  "build",
+	Usage: "build the policy's image with BuildKit and push, save or load it",
+	Description: `Builds the image from the policy and its lock (devbox.lock.json beside the
+policy) with a BuildKit daemon: --buildkit-host, else $BUILDKIT_HOST, else
+` + image.DefaultBuildkitHost + `. Without --frozen a missing or stale lock is
+(re)written first; with --frozen it is an error.
+
+Outputs (at least one):
+  --push                push to --tag (repeatable) or the policy's image.tag; prints
+                        REPO@sha256:… per reference on stdout
+  --output oci=DIR      an OCI layout directory (oci=FILE.tar: an OCI layout tarball)
+  --load                load into the Docker engine at $DOCKER_HOST
+
+Progress goes to stderr. The same policy, lock and devbox version give the
+same image digest.`,
+	Flags: []cli.Flag{
+		policyFileFlag,
+		platformFlag,
+		&cli.BoolFlag{Name: "frozen", Usage: "fail when the lock is missing or stale instead of updating it"},
+		&cli.BoolFlag{Name: "push", Usage: "push the image to --tag or the policy's image.tag"},
+		&cli.StringSliceFlag{Name: "tag", Aliases: []string{"t"}, Usage: "image `REF` to push or load (repeatable)"},
+		&cli.StringFlag{Name: "image-refs", Usage: "also write the pushed REPO@sha256:… references to `FILE`, one a line"},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the image as oci=`DIR` or oci=FILE.tar"},
+		&cli.BoolFlag{Name: "load", Usage: "load the image into the Docker engine at $DOCKER_HOST"},
+		&cli.StringSliceFlag{Name: "cache-from", Usage: "import build cache: type=registry,ref=`REF`"},
+		&cli.StringSliceFlag{Name: "cache-to", Usage: "export build cache: type=registry,ref=`REF`[,mode=max]"},
+		&cli.StringFlag{Name: "progress", Value: "auto", Usage: "progress output: auto, tty, plain, rawjson or quiet"},
+		&cli.StringFlag{Name: "buildkit-host", EnvVars: []string{"BUILDKIT_HOST"}, Value: image.DefaultBuildkitHost, Usage: "BuildKit `ADDRESS`: unix://, tcp:// or docker-container://"},
+		&cli.StringFlag{Name: "tlscacert", Usage: "CA `FILE` for a tcp:// BuildKit daemon"},
+		&cli.StringFlag{Name: "tlscert", Usage: "client certificate `FILE` for a tcp:// BuildKit daemon"},
+		&cli.StringFlag{Name: "tlskey", Usage: "client key `FILE` for a tcp:// BuildKit daemon"},
+		&cli.StringFlag{Name: "tlsservername", Usage: "server `NAME` expected in the daemon's certificate"},
+		&cli.StringSliceFlag{Name: "devbox-binary", Usage: "linux devbox binary to bake in, as [OS/ARCH=]`PATH` (default: this binary, when it is linux on the target arch)"},
+		&cli.StringFlag{Name: "source", Value: "https://github.com/devbox-dev/devbox", Usage: "org.opencontainers.image.source `URL`"},
+	},
+	Action: buildAction,
+}
+
+func buildAction(c *cli.Context) error {
+	ctx := c.Context
+	p, err := loadPolicyFlag(c)
+	if err != nil {
+		return err
+	}
+	plats := platformsFlag(c, []string{hostPlatform()})
+	lock, err := buildLock(ctx, c, p, plats)
+	if err != nil {
+		return err
+	}
+
+	o := image.BuildOptions{
+		DevboxVersion: version,
+		Progress:      c.String("progress"),
+		ProgressOut:   os.Stderr,
+	}
+	for _, plat := range plats {
+		o.Specs = append(o.Specs, image.Spec{Policy: p, Lock: lock, Platform: plat, Source: c.String("source")})
+	}
+	if o.Binaries, err = devboxBinaries(c.StringSlice("devbox-binary"), plats); err != nil {
+		return err
+	}
+	tags := c.StringSlice("tag")
+	if len(tags) == 0 && p.Image.Tag != "" {
+		tags = []string{p.Image.Tag}
+	}
+	if c.Bool("push") {
+		if len(tags) == 0 {
+			return fmt.Errorf("--push: no reference to push to: give --tag or set image.tag in %s", p.Path)
+		}
+		o.Push = tags
+	}
+	if out := c.String("output"); out != "" {
+		path, ok := strings.CutPrefix(out, "oci=")
+		if !ok || path == "" {
+			return fmt.Errorf("--output %q: want oci=DIR or oci=FILE.tar", out)
+		}
+		if strings.HasSuffix(path, ".tar") {
+			o.OCITar = path
+		} else {
+			o.OCIDir = path
+		}
+	}
+	if c.Bool("load") {
+		o.LoadName = "devbox:latest"
+		if len(tags) > 0 {
+			o.LoadName = tags[0]
+		}
+		host := registry.DockerHost()
+		o.LoadFunc = func(ctx context.Context, r io.Reader) (string, error) { return registry.LoadDocker(ctx, host, r) }
+	}
+	if o.CacheFrom, err = parseCacheEntries("cache-from", c.StringSlice("cache-from")); err != nil {
+		return err
+	}
+	if o.CacheTo, err = parseCacheEntries("cache-to", c.StringSlice("cache-to")); err != nil {
+		return err
+	}
+	if len(o.Push) == 0 && o.OCIDir == "" && o.OCITar == "" && o.LoadFunc == nil {
+		return errors.New("no output: give --push, --output oci=DIR or --load")
+	}
+
+	bk, err := image.Connect(ctx, c.String("buildkit-host"), image.TLS{
+		CACert: c.String("tlscacert"), Cert: c.String("tlscert"), Key: c.String("tlskey"), ServerName: c.String("tlsservername"),
+	})
+	if err != nil {
+		return err
+	}
+	defer bk.Close()
+	res, err := image.Build(ctx, bk, o)
+	if err != nil {
+		return fmt.Errorf("build: %w", err)
+	}
+	cached, total := 0, 0
+	for _, v := range res.DevboxVertices() {
+		total++
+		if v.Cached {
+			cached++
+		}
+	}
+	warnf("built %s in %.1fs (%d of %d devbox steps cached)", res.Digest, res.Elapsed.Seconds(), cached, total)
+	if res.Loaded != "" {
+		warnf("%s", res.Loaded)
+	}
+	for _, r := range res.Pushed {
+		fmt.Fprintln(c.App.Writer, r)
+	}
+	if f := c.String("image-refs"); f != "" && len(res.Pushed) > 0 {
+		if err := os.WriteFile(f, []byte(strings.Join(res.Pushed, "\n")+"\n"), 0o644); err != nil {
+			return fmt.Errorf("--image-refs: %w", err)
+		}
+	}
+	if len(res.Pushed) == 0 {
+		fmt.Fprintln(c.App.Writer, res.Digest)
+	}
+	return nil
+}
+
+// buildLock returns the lock to build with. --frozen takes the lock as it
+// is and fails when it is missing or stale; otherwise a missing or stale
+// lock is resolved again and written.
+func buildLock(ctx context.Context, c *cli.Context, p *policy.Policy, plats []string) (*policy.Lock, error) {
+	path := policy.LockPath(p.Path)
+	l, err := policy.ReadLock(path)
+	if err == nil {
+		err = l.Check(p, version, plats)
+		if err != nil {
+			err = fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if err == nil {
+		return l, nil
+	}
+	if c.Bool("frozen") {
+		return nil, fmt.Errorf("--frozen: %w", err)
+	}
+	warnf("%v; updating it", err)
+	var old *policy.Lock
+	if l != nil {
+		old = l
+	}
+	want := lockPlatforms
+	for _, pl := range plats {
+		if !contains(want, pl) {
+			want = append(want, pl)
+		}
+	}
+	nl, err := resolveLock(ctx, p, old, want, "", -1)
+	if err != nil {
+		return nil, err
+	}
+	if err := policy.WriteLock(path, nl); err != nil {
+		return nil, err
+	}
+	return nl, nil
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// devboxBinaries maps each platform to the devbox binary baked in: the
+// --devbox-binary values ("PATH" for every platform, or "OS/ARCH=PATH"),
+// else this very binary when it runs on linux and the platform's arch.
+func devboxBinaries(flags []string, plats []string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, f := range flags {
+		if plat, path, ok := strings.Cut(f, "="); ok {
+			m[plat] = path
+			continue
+		}
+		for _, plat := range plats {
+			m[plat] = f
+		}
+	}
+	for _, plat := range plats {
+		if m[plat] != "" {
+			continue
+		}
+		if plat != runtime.GOOS+"/"+runtime.GOARCH {
+			// image.Build names the fix.
+			continue
+		}
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding this devbox binary: %w (give --devbox-binary)", err)
+		}
+		m[plat] = self
+	}
+	return m, nil
 }

@@ -263,9 +263,9 @@ func Steps(spec Spec) ([]Step, error) {
 				`  echo "devbox: Claude Code tarball ` + pkg.Tarball + ` does not match the lock (devbox.lock.json): sha512 $got, want $want" >&2`,
 				"  exit 1",
 				"fi",
-				"mkdir -p " + claudeOut + "/usr/local/bin " + claudeOut + "/etc/claude-code /tmp/devbox-claude/x",
-				"tar -xzf " + claudeTarball + " -C /tmp/devbox-claude/x package/claude",
-				"install -m 0755 /tmp/devbox-claude/x/package/claude " + claudeOut + "/usr/local/bin/claude",
+				"mkdir -p " + claudeOut + "/usr/local/bin " + claudeOut + "/etc/claude-code /tmp/devbox-unpack",
+				"tar -xzf " + claudeTarball + " -C /tmp/devbox-unpack package/claude",
+				"install -m 0755 /tmp/devbox-unpack/package/claude " + claudeOut + "/usr/local/bin/claude",
 				// Managed settings win over the user's own; the env var is
 				// also in the image config for shells that skip settings.
 				"printf '%s\\n' " + shellQuote(settings) + " > " + claudeOut + ClaudeSettingsPath,

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/moby/buildkit/client"
+	"github.com/urfave/cli/v2"
+
+	"github.com/devbox-dev/devbox/internal/policy"
+)
+
+// Flags shared by lock and build.
+var (
+	policyFileFlag = &cli.StringFlag{Name: "policy", Usage: "policy `FILE` (default: .devcontainer/devbox.policy.jsonc, then devbox.policy.jsonc)"}
+	platformFlag   = &cli.StringSliceFlag{Name: "platform", Usage: "target `OS/ARCH` (linux/amd64, linux/arm64); repeat or comma-separate"}
+)
+
+// loadPolicyFlag loads the policy named by --policy, or the one findPolicy
+// finds.
+func loadPolicyFlag(c *cli.Context) (*policy.Policy, error) {
+	path := c.String(policyFileFlag.Name)
+	if path == "" {
+		var err error
+		if path, err = findPolicy(); err != nil {
+			return nil, err
+		}
+	}
+	return policy.Load(path)
+}
+
+// platformsFlag returns the --platform values (comma-separated or
+// repeated), or def when none were given.
+func platformsFlag(c *cli.Context, def []string) []string {
+	var out []string
+	for _, v := range c.StringSlice(platformFlag.Name) {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return def
+	}
+	return out
+}
+
+// hostPlatform is the platform devbox itself runs on ("linux/amd64").
+func hostPlatform() string { return runtime.GOOS + "/" + runtime.GOARCH }
+
+// parseCacheEntries parses --cache-from/--cache-to values in buildx's
+// form: "type=registry,ref=host/repo:cache[,mode=max]".
+func parseCacheEntries(flag string, vals []string) ([]client.CacheOptionsEntry, error) {
+	var out []client.CacheOptionsEntry
+	for _, v := range vals {
+		e := client.CacheOptionsEntry{Attrs: map[string]string{}}
+		for _, kv := range strings.Split(v, ",") {
+			k, val, ok := strings.Cut(kv, "=")
+			if !ok {
+				return nil, fmt.Errorf("--%s %q: %q is not key=value", flag, v, kv)
+			}
+			if k == "type" {
+				e.Type = val
+			} else {
+				e.Attrs[k] = val
+			}
+		}
+		switch e.Type {
+		case "registry":
+			if e.Attrs["ref"] == "" {
+				return nil, fmt.Errorf("--%s %q: type=registry needs ref=", flag, v)
+			}
+		case "local", "inline", "gha", "s3", "azblob":
+		case "":
+			return nil, fmt.Errorf("--%s %q: missing type= (e.g. type=registry,ref=host/repo:cache)", flag, v)
+		default:
+			return nil, fmt.Errorf("--%s %q: unknown cache type %q", flag, v, e.Type)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// warnf prints a note on stderr; stdout is for results only.
+func warnf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "devbox: "+format+"\n", a...)
+}
