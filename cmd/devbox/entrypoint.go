@@ -93,18 +93,27 @@ func runEntrypoint(c *cli.Context) error {
 		},
 		warn: stderr,
 	}
-	_, err = entrypoint.Run(c.Context, entrypoint.Options{
-		Fence:      fence,
-		StatusPath: statusPath,
-		Policy:     policyPath,
-		User:       userName,
-		Stdout:     c.App.Writer,
-		Stderr:     stderr,
-		Start:      processStart,
-	})
-	if err != nil {
-		// Already printed loudly by Run; the exit status is what remains.
-		return cli.Exit("", 1)
+	startID := entrypoint.StartID()
+	if st, ok := entrypoint.FencedThisStart(statusPath, startID); ok && len(argv) > 0 {
+		// The label's entrypoint already fenced this start (the Dev
+		// Containers CLI then execs the image's ENTRYPOINT when
+		// overrideCommand is false): only the privilege drop is left.
+		fmt.Fprintf(c.App.Writer, "devbox: already fenced at %s during this container start\n", st.Time.Format(time.RFC3339))
+	} else {
+		_, err = entrypoint.Run(c.Context, entrypoint.Options{
+			Fence:      fence,
+			StatusPath: statusPath,
+			Policy:     policyPath,
+			User:       userName,
+			StartID:    startID,
+			Stdout:     c.App.Writer,
+			Stderr:     stderr,
+			Start:      processStart,
+		})
+		if err != nil {
+			// Already printed loudly by Run; the exit status is what remains.
+			return cli.Exit("", 1)
+		}
 	}
 	if len(argv) == 0 {
 		return nil

@@ -44,9 +44,10 @@ type Options struct {
 	Fence Fence
 	// StatusPath is where the outcome is recorded (default StatusPath).
 	StatusPath string
-	// Policy and User are recorded in the status for doctor.
-	Policy string
-	User   string
+	// Policy, User and StartID are recorded in the status for doctor.
+	Policy  string
+	User    string
+	StartID string
 	// Stdout gets the one-line summary, Stderr the loud failure.
 	Stdout, Stderr io.Writer
 	// Start is when the entrypoint process started (default: now). The
@@ -74,7 +75,7 @@ func Run(ctx context.Context, o Options) (Status, error) {
 	if o.Stderr == nil {
 		o.Stderr = io.Discard
 	}
-	st := Status{State: Starting, Policy: o.Policy, User: o.User}
+	st := Status{State: Starting, Policy: o.Policy, User: o.User, StartID: o.StartID}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	st.Time = o.Now()
 	if err := WriteStatus(o.StatusPath, st); err != nil {

@@ -136,3 +136,37 @@ func TestStatusFileMode(t *testing.T) {
 		}
 	}
 }
+
+func TestFencedThisStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "status")
+	if _, ok := FencedThisStart(path, "boot/1"); ok {
+		t.Fatal("fenced without a status file")
+	}
+	f := &fakeFence{}
+	if _, err := Run(context.Background(), Options{Fence: f, StatusPath: path, StartID: "boot/1"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id   string
+		want bool
+	}{{"boot/1", true}, {"boot/2", false}, {"", false}} {
+		if _, ok := FencedThisStart(path, tc.id); ok != tc.want {
+			t.Errorf("FencedThisStart(%q) = %v, want %v", tc.id, ok, tc.want)
+		}
+	}
+	f.failAt = "verify"
+	Run(context.Background(), Options{Fence: f, StatusPath: path, StartID: "boot/1"})
+	if _, ok := FencedThisStart(path, "boot/1"); ok {
+		t.Error("a failed start still counts as fenced")
+	}
+}
+
+func TestStartID(t *testing.T) {
+	id := StartID()
+	if id == "" || !strings.Contains(id, "/") {
+		t.Fatalf("StartID() = %q", id)
+	}
+	if again := StartID(); again != id {
+		t.Errorf("StartID changed within one start: %q then %q", id, again)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -47,6 +48,49 @@ type Status struct {
 	Policy string `json:"policy,omitempty"`
 	// User is the account commands run as after the fence is up.
 	User string `json:"user,omitempty"`
+	// StartID identifies the container start the status belongs to (see
+	// StartID), so a later step of the same start can tell "fenced now"
+	// from "fenced before the last restart".
+	StartID string `json:"startId,omitempty"`
+}
+
+// StartID identifies this container start: the kernel's boot id and the
+// start time of PID 1 in this PID namespace. A container restart gives PID
+// 1 a new start time; a host reboot gives a new boot id.
+func StartID() string {
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	stat, err := os.ReadFile("/proc/1/stat")
+	if err != nil {
+		return ""
+	}
+	// Field 22 is starttime; fields after the ")" that closes comm are
+	// space-separated, starting with field 3.
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return ""
+	}
+	return strings.TrimSpace(string(boot)) + "/" + f[19]
+}
+
+// FencedThisStart reports whether the status at path says the fence was
+// installed during the container start id. The Dev Containers CLI can run
+// the entrypoint twice in one start (the label's "entrypoint", then the
+// image's ENTRYPOINT when overrideCommand is false); the second run needs
+// only to drop privileges.
+func FencedThisStart(path, id string) (Status, bool) {
+	if id == "" {
+		return Status{}, false
+	}
+	st, err := ReadStatus(path)
+	return st, err == nil && st.State == Fenced && st.StartID == id
 }
 
 // Step is one timed setup step.
