@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,9 +78,25 @@ func standardZone(d *testworld.DNSServer) {
 	d.Set("api.test", dns.TypeTXT, 300, `"hello"`)
 }
 
-// newFence builds a world, writes cfg (with test paths) and, unless
-// noApply, applies it in the client and starts the DNS filter there.
-func newFence(t *testing.T, cfg Config, env ...string) *fence {
+// newFence builds a world and applies cfg in its client (Apply, StartDNS
+// and Warm, as the entrypoint does).
+func newFence(t *testing.T, cfg Config) *fence {
+	t.Helper()
+	f := newWorld(t, cfg)
+	f.mustApply()
+	return f
+}
+
+func (f *fence) mustApply(env ...string) {
+	f.t.Helper()
+	if err := f.applyErr(env...); err != nil {
+		f.t.Fatalf("apply: %v", err)
+	}
+}
+
+// newWorld builds a world and writes cfg (with the test's paths) without
+// applying it.
+func newWorld(t *testing.T, cfg Config) *fence {
 	t.Helper()
 	devboxtest.RequireRoot(t)
 	for _, b := range []string{"ip", "iptables-restore", "ip6tables-restore"} {
@@ -100,9 +117,6 @@ func newFence(t *testing.T, cfg Config, env ...string) *fence {
 	cfg.LogFile = filepath.Join(dir, "firewall.jsonl")
 	f.cfg = cfg
 	t.Cleanup(func() { StopDNS(f.cfg) })
-	if err := f.applyErr(env...); err != nil {
-		t.Fatalf("apply: %v", err)
-	}
 	return f
 }
 
@@ -162,9 +176,7 @@ func (f *fence) probeAs(uid int, args ...string) (string, bool) {
 	return strings.TrimSpace(string(out)), true
 }
 
-func itoa(i int) string { return strings.TrimSpace(strings.Repeat(" ", 0) + fmtInt(i)) }
-
-func fmtInt(i int) string { b, _ := json.Marshal(i); return string(b) }
+func itoa(i int) string { return strconv.Itoa(i) }
 
 func (f *fence) mustConnect(addr netip.AddrPort) {
 	f.t.Helper()
@@ -214,7 +226,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("timed out waiting for %s", what)
+	t.Errorf("timed out waiting for %s", what)
 }
 
 func TestFence_AllowedNameConnects(t *testing.T) {
@@ -226,5 +238,512 @@ func TestFence_AllowedNameConnects(t *testing.T) {
 	f.mustConnect(ap(hostAPI, 443))
 	if out, ok := f.probe("connect", "api.test:80"); !ok {
 		t.Errorf("connect api.test:80 through the system resolver: %s", out)
+	}
+}
+
+// status reads ReadStatus from inside the client.
+func (f *fence) status() Status {
+	f.t.Helper()
+	out, ok := f.probe("status", filepath.Join(f.dir, "config.json"))
+	if !ok {
+		f.t.Fatalf("status: %s", out)
+	}
+	var st Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		f.t.Fatalf("status: %v\n%s", err, out)
+	}
+	return st
+}
+
+// clientRun runs a command in the client namespace and returns its output.
+func (f *fence) clientRun(argv ...string) (string, error) {
+	out, err := f.w.Command(context.Background(), argv...).CombinedOutput()
+	return string(out), err
+}
+
+func (f *fence) logEvents() []Event {
+	evs, err := ReadLog(f.cfg.LogFile)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return evs
+}
+
+func countEvents(evs []Event, match func(Event) bool) int {
+	n := 0
+	for _, e := range evs {
+		if match(e) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestFence_DeniedNameRefused(t *testing.T) {
+	f := newFence(t, Config{Allow: []Destination{allowName("api.test")}})
+	if rc, _ := f.lookup("other.test", "A"); rc != "REFUSED" {
+		t.Errorf("other.test: %s, want REFUSED", rc)
+	}
+	if q := f.w.DNS.QueriesFor("other.test"); len(q) != 0 {
+		t.Errorf("the world's DNS server received %v", q)
+	}
+	if _, ok := f.probe("connect", "other.test:443"); ok {
+		t.Error("connect other.test:443 succeeded")
+	}
+}
+
+func TestFence_RawIPNotInPolicyRejected(t *testing.T) {
+	f := newFence(t, Config{Allow: []Destination{allowName("api.test")}})
+	f.mustBlock(ap(hostOther, 80))
+	f.mustBlock(ap(hostWild, 443))
+	if out, ok := f.probe("udp", ap(hostOther, 5000).String()); ok {
+		t.Errorf("udp to a raw IP got through: %s", out)
+	}
+}
+
+func TestFence_OtherPortOfAllowedHostRejected(t *testing.T) {
+	f := newFence(t, Config{Allow: []Destination{{Name: "api.test", Port: 443}}})
+	if rc, ans := f.lookup("api.test", "A"); rc != "NOERROR" || len(ans) != 1 {
+		t.Fatalf("api.test: %s %v", rc, ans)
+	}
+	f.mustConnect(ap(hostAPI, 443))
+	f.mustBlock(ap(hostAPI, 80))
+	f.mustBlock(ap(hostAPI, 8080))
+	if _, ok := f.probe("udp", ap(hostAPI, 443).String()); !ok {
+		t.Error("udp api.test:443 blocked, want allowed (ports cover TCP and UDP)")
+	}
+	if _, ok := f.probe("udp", ap(hostAPI, 5000).String()); ok {
+		t.Error("udp api.test:5000 allowed")
+	}
+}
+
+func TestFence_WildcardMatchesSubdomainsOnly(t *testing.T) {
+	f := newFence(t, Config{Allow: []Destination{{Name: "wild.test", Wildcard: true}}})
+	if rc, ans := f.lookup("x.wild.test", "A"); rc != "NOERROR" || len(ans) != 1 || ans[0] != hostWild.String() {
+		t.Fatalf("x.wild.test: %s %v", rc, ans)
+	}
+	f.mustConnect(ap(hostWild, 80))
+	for _, name := range []string{"wild.test", "alias.test", "xwild.test"} {
+		if rc, _ := f.lookup(name, "A"); rc != "REFUSED" {
+			t.Errorf("%s: %s, want REFUSED", name, rc)
+		}
+		if q := f.w.DNS.QueriesFor(name); len(q) != 0 {
+			t.Errorf("%s reached the world: %v", name, q)
+		}
+	}
+}
+
+func TestFence_DenyBeatsAllow(t *testing.T) {
+	f := newFence(t, Config{
+		Allow: []Destination{{Name: "wild.test", Wildcard: true}, {Prefix: netip.MustParsePrefix("10.77.0.0/24")}},
+		Deny:  []Destination{{Name: "evil.wild.test"}, {Prefix: netip.PrefixFrom(hostOther, 32)}},
+	})
+	if rc, _ := f.lookup("evil.wild.test", "A"); rc != "REFUSED" {
+		t.Errorf("evil.wild.test: %s, want REFUSED", rc)
+	}
+	if q := f.w.DNS.QueriesFor("evil.wild.test"); len(q) != 0 {
+		t.Errorf("denied name reached the world: %v", q)
+	}
+	f.mustConnect(ap(hostWild, 80)) // inside the allowed /24
+	f.mustBlock(ap(hostOther, 80))  // denied /32 inside the allowed /24
+	waitFor(t, "the denied connection in the log", func() bool {
+		return countEvents(f.logEvents(), func(e Event) bool {
+			return e.Reason == "denied" && e.Dst == hostOther.String() && e.Port == 80 && e.Proto == "tcp"
+		}) == 1
+	})
+}
+
+func TestFence_EmptyAllowListNothingLeaves(t *testing.T) {
+	f := newFence(t, Config{})
+	for _, name := range []string{"api.test", "other.test"} {
+		if rc, _ := f.lookup(name, "A"); rc != "REFUSED" {
+			t.Errorf("%s: %s, want REFUSED", name, rc)
+		}
+	}
+	for _, a := range append(append([]netip.Addr(nil), testworld.HostsV4...), testworld.HostsV6...) {
+		f.probe("tcp", ap(a, 443).String())
+		f.probe("udp", ap(a, 5000).String())
+	}
+	if c := f.w.Rec.Conns(); len(c) != 0 {
+		t.Errorf("the world saw %v", c)
+	}
+	if q := f.w.DNS.Queries(); len(q) != 0 {
+		t.Errorf("the world's DNS saw %v", q)
+	}
+}
+
+func TestFence_CDNRotationNewAddressAfterLookup(t *testing.T) {
+	f := newFence(t, Config{Allow: []Destination{allowName("cdn.test")}})
+	if rc, ans := f.lookup("cdn.test", "A"); rc != "NOERROR" || len(ans) != 1 || ans[0] != hostAPI.String() {
+		t.Fatalf("cdn.test: %s %v", rc, ans)
+	}
+	f.mustConnect(ap(hostAPI, 443))
+	f.w.DNS.Set("cdn.test", dns.TypeA, 1, hostWild.String())
+	f.mustBlock(ap(hostWild, 443)) // not looked up yet
+	if rc, ans := f.lookup("cdn.test", "A"); rc != "NOERROR" || len(ans) != 1 || ans[0] != hostWild.String() {
+		t.Fatalf("cdn.test after rotation: %s %v", rc, ans)
+	}
+	f.mustConnect(ap(hostWild, 443))
+}
+
+func TestFence_DNSToAnotherResolverGoesToTheFilter(t *testing.T) {
+	f := newFence(t, Config{Allow: []Destination{allowName("api.test")}})
+	before := len(f.w.DNS.Queries())
+	for _, server := range []string{"10.77.0.2:53", "10.77.0.3:53", "[fd77::2]:53", "[fd77::4]:53"} {
+		if rc, _ := f.lookupVia(server, "other.test", "A", "udp"); rc != "REFUSED" {
+			t.Errorf("other.test via %s: %s, want REFUSED from the filter", server, rc)
+		}
+		// Nothing listens on 10.77.0.3 / fd77::4 port 53: an answer proves
+		// the query was redirected to the filter.
+		if rc, ans := f.lookupVia(server, "api.test", "A", "udp"); rc != "NOERROR" || len(ans) != 1 {
+			t.Errorf("api.test via %s: %s %v", server, rc, ans)
+		}
+	}
+	for _, q := range f.w.DNS.Queries()[before:] {
+		if q.Name != "api.test" || q.From.Addr() != testworld.ClientV4 {
+			t.Errorf("unexpected query at the world: %+v", q)
+		}
+	}
+}
+
+func TestFence_DNSOverTCPFiltered(t *testing.T) {
+	f := newFence(t, Config{Allow: []Destination{allowName("api.test")}})
+	if rc, _ := f.lookupVia("10.77.0.2:53", "other.test", "A", "tcp"); rc != "REFUSED" {
+		t.Errorf("other.test over TCP: %s", rc)
+	}
+	if rc, ans := f.lookupVia("10.77.0.2:53", "api.test", "A", "tcp"); rc != "NOERROR" || len(ans) != 1 {
+		t.Errorf("api.test over TCP: %s %v", rc, ans)
+	}
+	tcp := 0
+	for _, q := range f.w.DNS.Queries() {
+		if q.Name == "other.test" {
+			t.Errorf("other.test reached the world: %+v", q)
+		}
+		if q.Net == "tcp" && q.Name == "api.test" {
+			tcp++
+		}
+	}
+	if tcp == 0 {
+		t.Error("the allowed TCP query was not forwarded over TCP")
+	}
+}
+
+func TestFence_TXTTunnelNeverReachesWorld(t *testing.T) {
+	f := newFence(t, Config{Allow: []Destination{allowName("api.test")}})
+	for _, name := range []string{"c2VjcmV0LWRhdGE.exfil.test", "bWFpbA.exfil.test"} {
+		for _, network := range []string{"udp", "tcp"} {
+			if rc, _ := f.lookupVia(testworld.DNSAddr.String(), name, "TXT", network); rc != "REFUSED" {
+				t.Errorf("%s TXT over %s: %s", name, network, rc)
+			}
+		}
+	}
+	for _, q := range f.w.DNS.Queries() {
+		if strings.Contains(q.Name, "exfil") {
+			t.Errorf("tunnel query reached the world: %+v", q)
+		}
+	}
+	// The allowed name's TXT is answered: the filter is not a type filter.
+	if rc, ans := f.lookup("api.test", "TXT"); rc != "NOERROR" || len(ans) != 1 {
+		t.Errorf("api.test TXT: %s %v", rc, ans)
+	}
+}
+
+func TestFence_IPv6(t *testing.T) {
+	f := newFence(t, Config{Allow: []Destination{allowName("api.test")}})
+	if rc, ans := f.lookup("api.test", "AAAA"); rc != "NOERROR" || len(ans) != 1 || ans[0] != hostAPI6.String() {
+		t.Fatalf("api.test AAAA: %s %v", rc, ans)
+	}
+	f.mustConnect(ap(hostAPI6, 443))
+	f.mustBlock(ap(testworld.HostsV6[2], 443))
+	f.mustBlock(ap(testworld.HostsV6[3], 80))
+	if _, ok := f.probe("udp", ap(testworld.HostsV6[2], 5000).String()); ok {
+		t.Error("udp over IPv6 to a raw address got through")
+	}
+}
+
+func TestFence_ICMPBlocked(t *testing.T) {
+	f := newWorld(t, Config{Allow: []Destination{allowName("api.test")}})
+	if out, ok := f.probe("icmp", hostAPI.String()); !ok {
+		t.Fatalf("ping before the fence failed, the test cannot tell: %s", out)
+	}
+	f.mustApply()
+	if out, ok := f.probe("icmp", hostAPI.String()); ok {
+		t.Errorf("ping to an allowed host got through: %s", out)
+	}
+}
+
+func TestFence_UDPToAllowedIPOtherPortBlocked(t *testing.T) {
+	f := newFence(t, Config{Allow: []Destination{{Prefix: netip.PrefixFrom(hostAPI, 32), Port: 443}}})
+	if _, ok := f.probe("udp", ap(hostAPI, 443).String()); !ok {
+		t.Error("udp to the allowed ip:port blocked")
+	}
+	if _, ok := f.probe("udp", ap(hostAPI, 5000).String()); ok {
+		t.Error("udp to the allowed ip, other port, got through")
+	}
+	f.mustConnect(ap(hostAPI, 443))
+	f.mustBlock(ap(hostAPI, 80))
+	if n := f.w.Rec.Seen(hostAPI, 5000); n != 0 {
+		t.Errorf("world saw %d datagrams on port 5000", n)
+	}
+}
+
+func TestFence_AnswerToMetadataOrLoopbackDropped(t *testing.T) {
+	f := newFence(t, Config{Allow: []Destination{allowName("meta.test"), allowName("loop.test")}})
+	rc, ans := f.lookup("meta.test", "A")
+	if rc != "NOERROR" || len(ans) != 1 || ans[0] != hostAPI.String() {
+		t.Errorf("meta.test: %s %v, want only %s", rc, ans, hostAPI)
+	}
+	for _, qt := range []string{"A", "AAAA"} {
+		if rc, ans := f.lookup("loop.test", qt); len(ans) != 0 {
+			t.Errorf("loop.test %s: %s %v, want no address", qt, rc, ans)
+		}
+	}
+	out, _ := f.clientRun("ipset", "list", SetName(SetAllow, IPv4))
+	if strings.Contains(out, "169.254.169.254") || strings.Contains(out, "127.0.0.1") {
+		t.Errorf("dropped address in the set:\n%s", out)
+	}
+	evs := f.logEvents()
+	for _, want := range []struct{ reason, dst string }{{"answer-metadata", "169.254.169.254"}, {"answer-loopback", "127.0.0.1"}, {"answer-loopback", "::1"}} {
+		if countEvents(evs, func(e Event) bool { return e.Reason == want.reason && e.Dst == want.dst }) == 0 {
+			t.Errorf("no %s event for %s in %v", want.reason, want.dst, evs)
+		}
+	}
+}
+
+func TestFence_UnprivilegedUserCannotChangeFence(t *testing.T) {
+	devboxtest.RequireBinary(t, "setpriv")
+	devboxtest.RequireBinary(t, "ipset")
+	f := newFence(t, Config{Allow: []Destination{allowName("api.test")}})
+	attempts := [][]string{
+		{"iptables", "-F", ChainOutput},
+		{"iptables", "-P", "OUTPUT", "ACCEPT"},
+		{"ip6tables", "-I", ChainOutput, "-j", "ACCEPT"},
+		{"iptables", "-t", "nat", "-F", ChainDNS},
+		{"ipset", "flush", SetName(SetDeny, IPv4)},
+		{"ipset", "add", SetName(SetAllow, IPv4), hostOther.String()},
+		{"ipset", "destroy", SetName(SetAllowPort, IPv4)},
+	}
+	for _, a := range attempts {
+		argv := append([]string{"setpriv", "--reuid", "1000", "--regid", "1000", "--clear-groups", "--inh-caps=-all", "--"}, a...)
+		if out, err := f.clientRun(argv...); err == nil {
+			t.Errorf("uid 1000 ran %v: %s", a, out)
+		}
+	}
+	if out, ok := f.probeAs(1000, "setadd", hostOther.String()+"/32"); ok {
+		t.Errorf("uid 1000 added to a set through netlink: %s", out)
+	}
+	if out, ok := f.probeAs(1000, "mark"); ok {
+		t.Errorf("uid 1000 set SO_MARK: %s", out)
+	}
+	// The fence is unchanged.
+	f.mustBlock(ap(hostOther, 80))
+	if rc, _ := f.lookup("other.test", "A"); rc != "REFUSED" {
+		t.Errorf("other.test: %s", rc)
+	}
+	st := f.status()
+	for _, fs := range st.Families {
+		if !fs.Loaded || fs.Policy != "DROP" {
+			t.Errorf("%s: loaded=%v policy=%s", fs.Family, fs.Loaded, fs.Policy)
+		}
+	}
+}
+
+func TestFence_FaultUpstreamDownAtStart(t *testing.T) {
+	f := newWorld(t, Config{Allow: []Destination{allowName("api.test")}})
+	f.w.DNS.SetDown(true)
+	f.mustApply()
+	if len(f.apply.Warnings) != 1 || !strings.Contains(f.apply.Warnings[0], "api.test does not resolve") {
+		t.Errorf("warnings = %q, want one naming api.test", f.apply.Warnings)
+	}
+	if rc, _ := f.lookup("api.test", "A"); rc != "SERVFAIL" {
+		t.Errorf("api.test with the upstream down: %s, want SERVFAIL", rc)
+	}
+	f.mustBlock(ap(hostAPI, 443))
+	st := f.status()
+	if st.Daemon.Health == nil || st.Daemon.Health.UpstreamErrors == 0 {
+		t.Errorf("status does not count upstream errors: %+v", st.Daemon)
+	}
+	f.w.DNS.SetDown(false)
+	if rc, ans := f.lookup("api.test", "A"); rc != "NOERROR" || len(ans) != 1 {
+		t.Fatalf("api.test after the upstream came back: %s %v", rc, ans)
+	}
+	f.mustConnect(ap(hostAPI, 443))
+}
+
+func TestFence_FaultBadRuleLeavesDenyAll(t *testing.T) {
+	f := newFence(t, Config{Allow: []Destination{allowName("api.test"), {Prefix: netip.PrefixFrom(hostWild, 32)}}})
+	f.mustConnect(ap(hostWild, 80))
+	err := f.applyErr("DEVBOX_FW_BADRULE=1")
+	if err == nil {
+		t.Fatal("apply with a bad rule succeeded")
+	}
+	for _, want := range []string{"load ipv4 rules", "iptables-restore", "denying all egress"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	f.mustBlock(ap(hostWild, 443))
+	f.mustBlock(ap(hostAPI, 443))
+	before := len(f.w.DNS.Queries())
+	f.lookup("api.test", "A")
+	f.lookupVia("10.77.0.2:53", "api.test", "A", "tcp")
+	if n := len(f.w.DNS.Queries()) - before; n != 0 {
+		t.Errorf("%d DNS queries left in deny-all", n)
+	}
+	st := f.status()
+	for _, fs := range st.Families {
+		if fs.Policy != "DROP" {
+			t.Errorf("%s OUTPUT policy %s", fs.Family, fs.Policy)
+		}
+	}
+	// A good apply recovers.
+	f.mustApply()
+	f.mustConnect(ap(hostWild, 443))
+}
+
+func TestFence_FaultDaemonKilled(t *testing.T) {
+	f := newFence(t, Config{Allow: []Destination{allowName("api.test"), allowName("cdn.test")}})
+	pid, alive := DaemonPID(f.cfg)
+	if !alive {
+		t.Fatal("daemon not running after apply")
+	}
+	if err := exec.Command("kill", "-9", strconv.Itoa(pid)).Run(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the daemon to die", func() bool { _, alive := DaemonPID(f.cfg); return !alive })
+	before := len(f.w.DNS.Queries())
+	if rc, ans := f.lookup("api.test", "A"); rc != "ERROR" {
+		t.Errorf("api.test with the daemon dead: %s %v", rc, ans)
+	}
+	if n := len(f.w.DNS.Queries()) - before; n != 0 {
+		t.Errorf("%d queries reached the world with the daemon dead", n)
+	}
+	f.mustBlock(ap(hostOther, 443))
+	st := f.status()
+	if st.Daemon.Running || !strings.Contains(st.Daemon.Error, "DNS filter not running") {
+		t.Errorf("status daemon = %+v", st.Daemon)
+	}
+	out, ok := f.probe("verify", filepath.Join(f.dir, "config.json"), "-", ap(hostOther, 443).String(), "evil.test")
+	if ok || !strings.Contains(out, "DNS filter not answering") {
+		t.Errorf("verify with the daemon dead: ok=%v %s", ok, out)
+	}
+}
+
+func TestFence_ApplyTwiceSameState(t *testing.T) {
+	f := newFence(t, Config{Allow: []Destination{allowName("api.test"), {Prefix: netip.MustParsePrefix("10.77.0.4/32")}, {Prefix: netip.MustParsePrefix("fd77::4/128"), Port: 80}}})
+	save := func() string {
+		var b strings.Builder
+		for _, c := range [][]string{{"iptables-save"}, {"ip6tables-save"}} {
+			out, err := f.clientRun(c...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range strings.Split(out, "\n") {
+				if !strings.HasPrefix(l, "#") { // timestamps
+					b.WriteString(l + "\n")
+				}
+			}
+		}
+		out, _ := f.clientRun("ipset", "list", "-n")
+		return b.String() + out
+	}
+	first := save()
+	f.mustApply()
+	second := save()
+	if first != second {
+		t.Errorf("second apply changed the state:\n--- first\n%s\n--- second\n%s", first, second)
+	}
+	if n := strings.Count(second, "-A OUTPUT -j "+ChainOutput); n != 2 { // one per family
+		t.Errorf("%d OUTPUT jumps, want 2", n)
+	}
+	if f.apply.Static != 3 { // one /32 + tcp and udp entries for [fd77::4]:80
+		t.Errorf("static entries = %d, want 3", f.apply.Static)
+	}
+	f.mustConnect(ap(hostWild, 443))
+	f.mustConnect(ap(testworld.HostsV6[3], 80))
+	f.mustBlock(ap(testworld.HostsV6[3], 443))
+	// A changed policy converges too.
+	f.cfg.Allow = []Destination{allowName("other.test")}
+	f.mustApply()
+	f.mustBlock(ap(hostWild, 8080))
+	if rc, ans := f.lookup("other.test", "A"); rc != "NOERROR" || len(ans) != 1 {
+		t.Fatalf("other.test after the policy change: %s %v", rc, ans)
+	}
+	f.mustConnect(ap(hostOther, 443))
+}
+
+func TestFence_LogAndStatusMatchWhatHappened(t *testing.T) {
+	f := newFence(t, Config{Allow: []Destination{{Name: "api.test", Port: 443}}})
+	if rc, _ := f.lookup("api.test", "A"); rc != "NOERROR" {
+		t.Fatal(rc)
+	}
+	for i := 0; i < 3; i++ {
+		f.probe("tcp", ap(hostOther, 8080).String())
+	}
+	f.probe("tcp", ap(hostAPI, 8080).String())
+	f.lookup("evil.test", "A")
+	f.lookup("c2VjcmV0.exfil.test", "TXT")
+	waitFor(t, "4 blocked packets in the log", func() bool {
+		return countEvents(f.logEvents(), func(e Event) bool { return e.Reason == "not-allowed" }) == 4
+	})
+	evs := f.logEvents()
+	checks := []struct {
+		what string
+		n    int
+		ok   func(Event) bool
+	}{
+		{"tcp to other:8080", 3, func(e Event) bool {
+			return e.Reason == "not-allowed" && e.Proto == "tcp" && e.Dst == hostOther.String() && e.Port == 8080 && e.Name == ""
+		}},
+		{"tcp to api.test:8080 named", 1, func(e Event) bool {
+			return e.Reason == "not-allowed" && e.Dst == hostAPI.String() && e.Port == 8080 && e.Name == "api.test"
+		}},
+		{"refused evil.test", 1, func(e Event) bool { return e.Reason == "dns-not-allowed" && e.Name == "evil.test" && e.QType == "A" }},
+		{"refused TXT tunnel", 1, func(e Event) bool { return e.Reason == "dns-not-allowed" && e.QType == "TXT" }},
+	}
+	for _, c := range checks {
+		if got := countEvents(evs, c.ok); got != c.n {
+			t.Errorf("%s: %d log lines, want %d\n%v", c.what, got, c.n, evs)
+		}
+	}
+	if len(evs) != 6 {
+		t.Errorf("%d log lines, want 6: %v", len(evs), evs)
+	}
+	st := f.status()
+	var v4 FamilyStatus
+	for _, fs := range st.Families {
+		if fs.Family == "ipv4" {
+			v4 = fs
+		}
+	}
+	last := v4.Rules[len(v4.Rules)-1]
+	if last.Rule != "-j "+ChainBlocked || last.Packets != 4 {
+		t.Errorf("last ipv4 rule %+v, want -j %s with 4 packets", last, ChainBlocked)
+	}
+	if st.Sets[SetName(SetAllowPort, IPv4)] != 2 || st.Sets[SetName(SetAllowPort, IPv6)] != 2 { // tcp+udp :443
+		t.Errorf("set sizes %v", st.Sets)
+	}
+	if h := st.Daemon.Health; h == nil || h.Refused != 2 || h.Blocked != 4 {
+		t.Errorf("daemon health %+v, want 2 refused and 4 blocked", st.Daemon.Health)
+	}
+}
+
+func TestVerify(t *testing.T) {
+	f := newFence(t, Config{Allow: []Destination{allowName("api.test")}})
+	cfgPath := filepath.Join(f.dir, "config.json")
+	out, ok := f.probe("verify", cfgPath, "api.test:443,"+ap(hostAPI, 80).String(), "other.test:443,"+ap(hostOther, 80).String()+",[fd77::3]:443", "evil.test,x.exfil.test")
+	if !ok {
+		t.Fatalf("verify of a good fence failed: %s", out)
+	}
+	var checks []Check
+	if err := json.Unmarshal([]byte(out), &checks); err != nil || len(checks) != 8 {
+		t.Fatalf("verify printed %d checks (%v): %s", len(checks), err, out)
+	}
+	// Verify must notice a fence that lets a "denied" target through.
+	if out, ok := f.probe("verify", cfgPath, "-", "api.test:443", "-"); ok || !strings.Contains(out, "CONNECTED") {
+		t.Errorf("verify did not catch an open target: %s", out)
+	}
+	if out, ok := f.probe("verify", cfgPath, ap(hostOther, 80).String(), "-", "api.test"); ok {
+		t.Errorf("verify did not catch a blocked allowed target and an answered name: %s", out)
 	}
 }

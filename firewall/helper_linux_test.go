@@ -103,10 +103,13 @@ func helperApply() int {
 // 3 = the probe was blocked/failed, 1 = misuse.
 func helperProbe(args []string) int {
 	fail := func(err error) int { fmt.Println("error:", err); return 3 }
-	if len(args) < 2 {
+	if len(args) < 1 {
 		return 1
 	}
-	arg := args[1]
+	arg := ""
+	if len(args) > 1 {
+		arg = args[1]
+	}
 	switch args[0] {
 	case "tcp":
 		c, err := net.DialTimeout("tcp", arg, 2*time.Second)
@@ -166,6 +169,34 @@ func helperProbe(args []string) int {
 		return 0
 	case "icmp":
 		return probeICMP(arg, fail)
+	case "status": // status CONFIG
+		cfg, err := LoadConfig(arg)
+		if err != nil {
+			return 1
+		}
+		st, err := ReadStatus(context.Background(), cfg)
+		if err != nil {
+			return fail(err)
+		}
+		json.NewEncoder(os.Stdout).Encode(st)
+		return 0
+	case "verify": // verify CONFIG allowed,… denied,… refused,…
+		cfg, err := LoadConfig(arg)
+		if err != nil || len(args) < 5 {
+			return 1
+		}
+		split := func(s string) []string {
+			if s == "-" {
+				return nil
+			}
+			return strings.Split(s, ",")
+		}
+		checks, err := Verify(context.Background(), cfg, Targets{Allowed: split(args[2]), Denied: split(args[3]), Refused: split(args[4])})
+		json.NewEncoder(os.Stdout).Encode(checks)
+		if err != nil {
+			return fail(err)
+		}
+		return 0
 	case "mark": // set SO_MARK as the current user
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
 		if err != nil {

@@ -21,6 +21,7 @@ const (
 	nfulnlMsgConfig    = 1
 	nfulaCfgCmd        = 1
 	nfulaCfgMode       = 2
+	nfulaCfgQThresh    = 5
 	nfulnlCfgCmdBind   = 1
 	nfulnlCopyPacket   = 2
 	nfulaPayload       = 9
@@ -55,6 +56,11 @@ func openNFLOG(group uint16) (*nflogReader, error) {
 	binary.BigEndian.PutUint32(mode, nflogCopyRangeSize)
 	mode[4] = nfulnlCopyPacket
 	if err := r.config(group, nfulaCfgMode, mode); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	// One packet per message: the default batches for up to a second.
+	if err := r.config(group, nfulaCfgQThresh, binary.BigEndian.AppendUint32(nil, 1)); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
@@ -166,9 +172,19 @@ func packetEvent(prefix string, p []byte) (Event, bool) {
 		if len(p) < 40 {
 			return e, false
 		}
-		proto = p[6] // extension headers are not followed: rare on egress
+		proto = p[6]
 		e.Dst = netip.AddrFrom16([16]byte(p[24:40])).String()
 		l4 = p[40:]
+		// Skip hop-by-hop, routing and destination options headers.
+		for (proto == 0 || proto == 43 || proto == 60) && len(l4) >= 2 {
+			n := (int(l4[1]) + 1) * 8
+			proto = l4[0]
+			if n > len(l4) {
+				l4 = nil
+				break
+			}
+			l4 = l4[n:]
+		}
 	default:
 		return e, false
 	}

@@ -101,6 +101,9 @@ func rules(cfg Config, f Family) Ruleset {
 		for _, t := range []string{"router-solicitation", "router-advertisement", "neighbour-solicitation", "neighbour-advertisement"} {
 			nd = append(nd, "-p ipv6-icmp -m icmp6 --icmpv6-type "+t+" -j ACCEPT")
 		}
+		// MLDv2 reports the kernel sends when an interface comes up: link
+		// scope, they cannot leave the link.
+		nd = append(nd, "-d ff02::/16 -p ipv6-icmp -m icmp6 --icmpv6-type 143 -j ACCEPT")
 	}
 	set := func(kind string) string { return SetName(kind, f) }
 
