@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -45,6 +46,7 @@ func main() {
 	fs.StringVar(&t.Workspace, "workspace", "", "the repository mounted in the container")
 	fs.Var((*list)(&t.ReadDenied), "read-denied", "file the user must not read (repeatable; default /etc/shadow and /root)")
 	fs.Var((*list)(&t.FenceFiles), "fence-file", "file the user must not change (repeatable; default the devbox binary, policy and status)")
+	skip := fs.String("skip", "", "skip the checks whose name matches this `REGEXP` (e.g. 'DNS filter' once the test has stopped it)")
 	timeout := fs.Duration("timeout", 2*time.Second, "time limit for each check")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	fs.Parse(os.Args[1:])
@@ -68,7 +70,22 @@ func main() {
 		t.DNSFilterAddrs = []string{"127.0.0.1:53535", "0.0.0.0:53535", "[::1]:53535", "[::]:53535"}
 	}
 
-	rep := escape.Run(context.Background(), escape.Checks(t), *timeout)
+	checks := escape.Checks(t)
+	if *skip != "" {
+		re, err := regexp.Compile(*skip)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "devbox-escape: --skip: %v\n", err)
+			os.Exit(2)
+		}
+		kept := checks[:0]
+		for _, c := range checks {
+			if !re.MatchString(c.Name) {
+				kept = append(kept, c)
+			}
+		}
+		checks = kept
+	}
+	rep := escape.Run(context.Background(), checks, *timeout)
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")

@@ -1,0 +1,445 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tailscale/hujson"
+
+	"github.com/devbox-dev/devbox/internal/devboxtest"
+	"github.com/devbox-dev/devbox/internal/entrypoint"
+)
+
+// env is what every e2e test needs from scripts/test.
+type env struct {
+	d        devboxtest.Docker
+	base     string
+	dcli     string
+	registry string
+	buildkit string
+	devbox   string
+	escape   string
+	worldd   string
+}
+
+func setup(t *testing.T) env {
+	t.Helper()
+	e := env{
+		d:        devboxtest.DockerCLI(t),
+		base:     devboxtest.Env(t, "DEVBOX_BASE_IMAGE"),
+		dcli:     devboxtest.Env(t, "DEVBOX_DEVCONTAINER_CLI"),
+		registry: devboxtest.Env(t, "DEVBOX_REGISTRY"),
+		buildkit: devboxtest.BuildkitHost(t),
+	}
+	devboxtest.Env(t, "DOCKER_CONFIG") // the registry's credentials, for pulls
+	e.devbox = devboxtest.BuildDevbox(t)
+	bin := t.TempDir()
+	e.escape = goBuild(t, "./internal/escape/cmd/devbox-escape", bin)
+	e.worldd = goBuild(t, "./internal/testworld/cmd/worldd", bin)
+	return e
+}
+
+// run runs a command in dir with env extra, failing t on error; it
+// returns stdout.
+func run(t *testing.T, dir string, extra []string, name string, args ...string) string {
+	t.Helper()
+	out, err := runErr(dir, extra, name, args...)
+	if err != nil {
+		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
+	}
+	return out
+}
+
+func runErr(dir string, extra []string, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), extra...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%v\nstdout:\n%s\nstderr:\n%s", err, tail(stdout.String()), tail(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+func tail(s string) string {
+	if len(s) > 6000 {
+		return "…" + s[len(s)-6000:]
+	}
+	return s
+}
+
+// policyFor is the sample repository's policy: one allowed destination,
+// no Claude Code (the build stays small; the fence does not depend on it).
+func policyFor(e env, tag string) string {
+	return fmt.Sprintf(`// e2e sample policy
+{
+  "image": {"base": %q, "user": {"name": "dev", "uid": 1000, "gid": 1000}, "tag": %q},
+  "agent": {"claudeCode": "none"},
+  "network": {"allow": ["allowed.test:8080"], "log": {"blocked": true}},
+}
+`, e.base, tag)
+}
+
+// sampleRepo makes a git repository with the policy, locks it and runs
+// `devbox init` (with --image when image is set), then points the
+// generated devcontainer.json at the world.
+func sampleRepo(t *testing.T, e env, w *world, image string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "repo")
+	os.MkdirAll(filepath.Join(dir, ".devcontainer"), 0o755)
+	run(t, dir, nil, "git", "init", "-q", ".")
+	os.WriteFile(filepath.Join(dir, ".git/hooks/pre-commit"), []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".devcontainer/devbox.policy.jsonc"), []byte(policyFor(e, e.registry+"/devbox/e2e:unused")), 0o644)
+	run(t, dir, nil, e.devbox, "lock", ".devcontainer/devbox.policy.jsonc")
+	args := []string{"init"}
+	if image != "" {
+		args = append(args, "--image", image)
+	}
+	run(t, dir, nil, e.devbox, args...)
+	patchConfig(t, filepath.Join(dir, ".devcontainer/devcontainer.json"), w, image == "")
+	return dir
+}
+
+// patchConfig adds what only a test knows: the world's network and DNS,
+// and the self-test's targets.
+func patchConfig(t *testing.T, path string, w *world, buildMode bool) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	std, err := hujson.Standardize(raw)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(std, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["runArgs"] = w.runArgs()
+	ce, _ := cfg["containerEnv"].(map[string]any)
+	if ce == nil {
+		ce = map[string]any{}
+	}
+	for k, v := range w.containerEnv() {
+		ce[k] = v
+	}
+	cfg["containerEnv"] = ce
+	if buildMode {
+		// KNOWN GAP (reported): when the Dev Containers CLI builds from a
+		// Dockerfile it derives the image's devcontainer.metadata from the
+		// FROM image and devcontainer.json only, so the "entrypoint" in the
+		// label devbox's Dockerfile writes is dropped and the fence would
+		// never start. overrideCommand false makes the CLI exec the image's
+		// ENTRYPOINT (`devbox entrypoint -- sleep infinity`) instead. This
+		// belongs in devcontainer.FenceProperties; until it is there the
+		// test adds it.
+		if _, ok := cfg["overrideCommand"]; !ok {
+			cfg["overrideCommand"] = false
+		}
+	}
+	out, _ := json.MarshalIndent(cfg, "", "  ")
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// devcontainerUp runs `devcontainer up` and returns the container id.
+func devcontainerUp(t *testing.T, e env, repo string) string {
+	t.Helper()
+	out, err := runErr(repo, []string{"DOCKER_HOST=" + e.d.Host}, e.dcli, "up", "--workspace-folder", repo, "--docker-path", e.d.Path)
+	var res struct {
+		Outcome     string `json:"outcome"`
+		ContainerID string `json:"containerId"`
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	json.Unmarshal([]byte(lines[len(lines)-1]), &res)
+	if res.ContainerID != "" {
+		t.Cleanup(func() { e.d.Command(context.Background(), "rm", "-f", res.ContainerID).Run() })
+	}
+	if err != nil || res.Outcome != "success" {
+		t.Fatalf("devcontainer up: outcome %q: %v", res.Outcome, err)
+	}
+	return res.ContainerID
+}
+
+// fenceStatus waits for the entrypoint to finish and returns its status.
+func fenceStatus(t *testing.T, d devboxtest.Docker, id, notStartID string) entrypoint.Status {
+	t.Helper()
+	var st entrypoint.Status
+	waitFor(t, 60*time.Second, "fence status in "+id[:12], func() (bool, string) {
+		out, err := d.Command(context.Background(), "exec", id, "cat", entrypoint.StatusPath).CombinedOutput()
+		if err != nil {
+			logs, _ := d.Command(context.Background(), "logs", id).CombinedOutput()
+			return false, fmt.Sprintf("%v: %s\nlogs:\n%s", err, out, tail(string(logs)))
+		}
+		st = entrypoint.Status{}
+		if err := json.Unmarshal(out, &st); err != nil {
+			return false, err.Error()
+		}
+		return st.State != entrypoint.Starting && st.StartID != notStartID, string(out)
+	})
+	return st
+}
+
+func requireFenced(t *testing.T, d devboxtest.Docker, id, notStartID string) entrypoint.Status {
+	t.Helper()
+	st := fenceStatus(t, d, id, notStartID)
+	if st.State != entrypoint.Fenced {
+		logs, _ := d.Command(context.Background(), "logs", id).CombinedOutput()
+		t.Fatalf("fence state %q: %s\ncontainer log:\n%s", st.State, st.Reason, tail(string(logs)))
+	}
+	t.Logf("fenced and verified: entrypoint took %.1f ms (%+v)", st.ElapsedMS, st.Steps)
+	return st
+}
+
+// prepare copies the escape suite in and plants a root-only secret.
+func prepare(t *testing.T, e env, id string) {
+	t.Helper()
+	e.d.Run(t, "cp", e.escape, id+":/usr/local/bin/devbox-escape")
+	e.d.Run(t, "exec", "-u", "root", id, "sh", "-c", "umask 077 && echo s3cret > /root/devbox-secret")
+}
+
+var summaryRE = regexp.MustCompile(`(\d+) attempts, (\d+) escapes; (\d+) allowed checks, (\d+) broken`)
+
+// escapeSuite runs devbox-escape through cmd and requires 0 escapes,
+// nothing broken, and at least minAttempts attempts.
+func escapeSuite(t *testing.T, cmd *exec.Cmd, minAttempts, wantAllowed int) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("escape suite:\n%s%s", stdout.String(), stderr.String())
+	m := summaryRE.FindStringSubmatch(stdout.String())
+	if m == nil {
+		t.Fatalf("no summary line in the escape suite's output (%v)", err)
+	}
+	if err != nil || m[2] != "0" || m[4] != "0" {
+		t.Fatalf("escape suite failed (%v): %s", err, m[0])
+	}
+	var attempts, allowed int
+	fmt.Sscan(m[1], &attempts)
+	fmt.Sscan(m[3], &allowed)
+	if attempts < minAttempts || allowed != wantAllowed {
+		t.Fatalf("escape suite ran %d attempts and %d allowed checks, want ≥ %d and %d", attempts, allowed, minAttempts, wantAllowed)
+	}
+	return stdout.String()
+}
+
+// procStatus finds the process named name in the container and returns
+// its /proc status as root reads it.
+func procStatus(t *testing.T, d devboxtest.Docker, id, name string) entrypoint.ProcStatus {
+	t.Helper()
+	out := d.Run(t, "exec", "-u", "root", id, "sh", "-c",
+		`for p in /proc/[0-9]*; do if grep -q "^Name:[[:space:]]*`+name+`$" $p/status 2>/dev/null; then cat $p/status; exit 0; fi; done; exit 1`)
+	ps, err := entrypoint.ParseProcStatus(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+func dnsFilterDown(t *testing.T, e env, w *world, id string, execUser func(args ...string) *exec.Cmd) {
+	t.Helper()
+	e.d.Run(t, "exec", "-u", "root", id, "sh", "-c", "kill -9 $(cat /run/devbox/dns.pid)")
+	waitFor(t, 10*time.Second, "DNS filter gone", func() (bool, string) {
+		out, _ := e.d.Command(context.Background(), "exec", id, "sh", "-c", `grep -l "^Uid:[[:space:]]*998[[:space:]]" /proc/[0-9]*/status`).CombinedOutput()
+		return strings.TrimSpace(string(out)) == "", string(out)
+	})
+	// Deny-all, not allow-all: the allowed name no longer resolves, and
+	// every other attempt still fails.
+	args := append([]string{"devbox-escape", "--skip", "DNS filter", "--deny-name", "allowed.test:8080"}, w.escapeArgs("")...)
+	args = dropPairs(args, "--allow-name", "--allow-url")
+	escapeSuite(t, execUser(args...), 30, 0)
+	out, err := execUser("devbox", "doctor").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "DNS filter (uid 998) is not running") {
+		t.Errorf("devbox doctor with the filter down (%v):\n%s", err, out)
+	}
+}
+
+// dropPairs removes "flag value" pairs from args.
+func dropPairs(args []string, flags ...string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		drop := false
+		for _, f := range flags {
+			if args[i] == f {
+				drop = true
+			}
+		}
+		if drop {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
+}
+
+// checkWorldLog reads what the world saw and fails on anything that got
+// out: a tunnelling query, or a connection to a denied address or port.
+// Queries and connections of the test's own control container are
+// expected (they prove the log records what arrives).
+func checkWorldLog(t *testing.T, w *world, control string) {
+	t.Helper()
+	log := w.log(t)
+	if !strings.Contains(log, control) {
+		t.Fatalf("the world's log lacks the control query %q: the log proves nothing\n%s", control, log)
+	}
+	var bad []string
+	for _, line := range strings.Split(log, "\n") {
+		switch {
+		case strings.Contains(line, control):
+		case strings.Contains(line, w.Nonce), strings.Contains(line, "exfil.test"), strings.Contains(line, "nowhere.test"), strings.Contains(line, "denied.test"):
+			bad = append(bad, line)
+		case strings.Contains(line, " conn ") && !strings.Contains(line, " conn tcp "+w.W1+":8080 "):
+			bad = append(bad, line)
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("these reached the world (escapes):\n%s", strings.Join(bad, "\n"))
+	}
+	if !strings.Contains(log, "conn tcp "+w.W1+":8080") {
+		t.Errorf("no allowed connection in the world's log:\n%s", log)
+	}
+}
+
+func TestFence(t *testing.T) {
+	e := setup(t)
+	w := startWorld(t, e.d, e.base, e.worldd)
+
+	// Control: an unfenced container on the same network asks the world
+	// for a name carrying the nonce; it must show up in the world's log,
+	// or the log check at the end would prove nothing.
+	control := "control-" + w.Nonce + ".test"
+	e.d.Command(context.Background(), append(append([]string{"run", "--rm"}, w.runArgs()...), e.base, "getent", "hosts", control)...).Run()
+
+	var image string // pushed REPO@sha256:…, shared by the last two subtests
+	t.Run("devcontainer/build", func(t *testing.T) {
+		repo := sampleRepo(t, e, w, "")
+		id := devcontainerUp(t, e, repo)
+		first := requireFenced(t, e.d, id, "")
+		prepare(t, e, id)
+		dexec := func(args ...string) *exec.Cmd {
+			c := exec.Command(e.dcli, append([]string{"exec", "--workspace-folder", repo, "--docker-path", e.d.Path}, args...)...)
+			c.Env = append(os.Environ(), "DOCKER_HOST="+e.d.Host)
+			return c
+		}
+		ws := "/workspaces/" + filepath.Base(repo)
+		if out, err := dexec("id", "-u").Output(); err != nil || strings.TrimSpace(string(out)) == "0" {
+			t.Fatalf("devcontainer exec runs as uid %q (%v), want the non-root remote user", out, err)
+		}
+		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 3)
+		if out, err := dexec("devbox", "doctor", "--workspace", ws).CombinedOutput(); err != nil {
+			t.Errorf("devbox doctor as the remote user: %v\n%s", err, out)
+		}
+
+		// Restart: the entrypoint runs again and fences again.
+		e.d.Run(t, "restart", "-t", "2", id)
+		requireFenced(t, e.d, id, first.StartID)
+		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 3)
+
+		dnsFilterDown(t, e, w, id, dexec)
+	})
+
+	t.Run("build and push", func(t *testing.T) {
+		repo := filepath.Join(t.TempDir(), "img")
+		os.MkdirAll(repo, 0o755)
+		tag := e.registry + "/devbox/e2e:" + w.Nonce
+		os.WriteFile(filepath.Join(repo, "devbox.policy.jsonc"), []byte(policyFor(e, tag)), 0o644)
+		out := run(t, repo, []string{"BUILDKIT_HOST=" + e.buildkit}, e.devbox, "build", "--push", "--progress", "plain", "--policy", "devbox.policy.jsonc")
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "@sha256:") {
+				image = strings.TrimSpace(line)
+			}
+		}
+		if image == "" {
+			t.Fatalf("devbox build --push printed no REPO@sha256 reference:\n%s", out)
+		}
+		t.Logf("pushed %s", image)
+	})
+
+	t.Run("devcontainer/image", func(t *testing.T) {
+		if image == "" {
+			t.Fatal("no pushed image (build and push failed)")
+		}
+		repo := sampleRepo(t, e, w, image)
+		id := devcontainerUp(t, e, repo)
+		first := requireFenced(t, e.d, id, "")
+		prepare(t, e, id)
+		dexec := func(args ...string) *exec.Cmd {
+			c := exec.Command(e.dcli, append([]string{"exec", "--workspace-folder", repo, "--docker-path", e.d.Path}, args...)...)
+			c.Env = append(os.Environ(), "DOCKER_HOST="+e.d.Host)
+			return c
+		}
+		ws := "/workspaces/" + filepath.Base(repo)
+		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 3)
+		e.d.Run(t, "restart", "-t", "2", id)
+		requireFenced(t, e.d, id, first.StartID)
+		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 3)
+		dnsFilterDown(t, e, w, id, dexec)
+	})
+
+	t.Run("docker run", func(t *testing.T) {
+		if image == "" {
+			t.Fatal("no pushed image (build and push failed)")
+		}
+		args := append([]string{"run", "-d", "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW",
+			"--security-opt", "no-new-privileges", "--init"}, w.runArgs()...)
+		for k, v := range w.containerEnv() {
+			args = append(args, "-e", k+"="+v)
+		}
+		id := e.d.Run(t, append(args, image)...)
+		t.Cleanup(func() { e.d.Command(context.Background(), "rm", "-f", id).Run() })
+		first := requireFenced(t, e.d, id, "")
+		prepare(t, e, id)
+		dexec := func(args ...string) *exec.Cmd {
+			return e.d.Command(context.Background(), append([]string{"exec", "-u", "dev", id}, args...)...)
+		}
+		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs("")...)...), 35, 3)
+		e.d.Run(t, "restart", "-t", "2", id)
+		requireFenced(t, e.d, id, first.StartID)
+		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs("")...)...), 35, 3)
+		dnsFilterDown(t, e, w, id, dexec)
+	})
+
+	t.Run("docker run/plain", func(t *testing.T) {
+		if image == "" {
+			t.Fatal("no pushed image (build and push failed)")
+		}
+		// Only what the image needs to start its fence: no security
+		// options, no init. The command still runs unprivileged.
+		args := append([]string{"run", "-d", "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW"}, w.runArgs()...)
+		id := e.d.Run(t, append(args, image)...)
+		t.Cleanup(func() { e.d.Command(context.Background(), "rm", "-f", id).Run() })
+		requireFenced(t, e.d, id, "")
+		ps := procStatus(t, e.d, id, "sleep")
+		if err := ps.Unprivileged(); err != nil || ps.CapBnd != 0 || ps.UID[0] == 0 {
+			t.Errorf("the image's command runs with uid %v, bounding %s: %v", ps.UID, entrypoint.CapNames(ps.CapBnd), err)
+		}
+	})
+
+	t.Run("docker run/no NET_ADMIN", func(t *testing.T) {
+		if image == "" {
+			t.Fatal("no pushed image (build and push failed)")
+		}
+		// Without the capability the fence cannot be installed: the
+		// entrypoint must fail, loudly, and the command must not run.
+		out, err := e.d.Command(context.Background(), append(append([]string{"run", "--rm"}, w.runArgs()...), image, "echo", "RAN")...).CombinedOutput()
+		if err == nil || strings.Contains(string(out), "RAN") || !strings.Contains(string(out), "THE FENCE IS NOT UP") {
+			t.Errorf("docker run without NET_ADMIN: err=%v\n%s", err, out)
+		}
+	})
+
+	checkWorldLog(t, w, control)
+}

@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/devbox-dev/devbox/internal/devboxtest"
+)
+
+// world is the test's internet: two worldd containers on an --internal
+// network with IPv6. W1 is the allowed host (allowed.test) and the DNS
+// server every devbox container uses; W2 is a host the policy does not
+// allow and a second resolver.
+type world struct {
+	d       devboxtest.Docker
+	Net     string
+	W1, W2  string // IPv4 addresses
+	W1v6    string // IPv6 addresses
+	W2v6    string
+	Nonce   string // marks this run's tunnelling queries
+	names   []string
+	stopped bool
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// goBuild builds a main package of this module, static, into dir.
+func goBuild(t *testing.T, pkg, dir string) string {
+	t.Helper()
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+// startWorld creates the network and the two world containers from the
+// base image, with the worldd binary bind-mounted read-only.
+func startWorld(t *testing.T, d devboxtest.Docker, base, worldd string) *world {
+	t.Helper()
+	w := &world{d: d, Nonce: "n" + randHex(6)}
+	// A /24 and a ULA /64 that no other network on this daemon uses:
+	// try a few random ones.
+	var err error
+	for i := 0; i < 10; i++ {
+		n := 1 + int(randHex(1)[0])%200 + i
+		w.Net = "dbx-e2e-" + randHex(4)
+		sub4 := fmt.Sprintf("10.231.%d.0/24", n)
+		sub6 := fmt.Sprintf("fd7e:db0:%x::/64", n)
+		out, cerr := d.Command(context.Background(), "network", "create", "--internal", "--ipv6",
+			"--subnet", sub4, "--subnet", sub6, w.Net).CombinedOutput()
+		if cerr == nil {
+			w.W1, w.W2 = fmt.Sprintf("10.231.%d.2", n), fmt.Sprintf("10.231.%d.3", n)
+			w.W1v6, w.W2v6 = fmt.Sprintf("fd7e:db0:%x::2", n), fmt.Sprintf("fd7e:db0:%x::3", n)
+			err = nil
+			break
+		}
+		err = fmt.Errorf("docker network create: %v: %s", cerr, out)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Command(context.Background(), "network", "rm", w.Net).Run() })
+	if out, err := d.Command(context.Background(), "network", "inspect", "--format", "{{.Internal}}", w.Net).Output(); err != nil || strings.TrimSpace(string(out)) != "true" {
+		t.Fatalf("network %s is not internal (%q, %v): refusing to go on", w.Net, out, err)
+	}
+	records := []string{
+		"allowed.test A 60 " + w.W1,
+		"denied.test A 60 " + w.W2,
+	}
+	for i, ip := range [][2]string{{w.W1, w.W1v6}, {w.W2, w.W2v6}} {
+		name := fmt.Sprintf("%s-w%d", w.Net, i+1)
+		args := []string{"run", "-d", "--name", name, "--network", w.Net, "--ip", ip[0], "--ip6", ip[1],
+			"--sysctl", "net.ipv6.conf.all.disable_ipv6=0",
+			"-v", worldd + ":/usr/local/bin/worldd:ro", base,
+			"/usr/local/bin/worldd", "-addr", ip[0], "-addr", ip[1]}
+		for _, r := range records {
+			args = append(args, "-record", r)
+		}
+		d.Run(t, args...)
+		w.names = append(w.names, name)
+		t.Cleanup(func() { d.Command(context.Background(), "rm", "-f", name).Run() })
+	}
+	for _, name := range w.names {
+		waitFor(t, 30*time.Second, name+" ready", func() (bool, string) {
+			out, _ := d.Command(context.Background(), "logs", name).CombinedOutput()
+			return strings.Contains(string(out), "worldd: ready"), string(out)
+		})
+	}
+	return w
+}
+
+// log stops the world (worldd prints what it saw when it stops) and
+// returns every query and connection line of both servers.
+func (w *world) log(t *testing.T) string {
+	t.Helper()
+	var all strings.Builder
+	for _, name := range w.names {
+		if !w.stopped {
+			w.d.Run(t, "stop", "-t", "10", name)
+		}
+		out, err := w.d.Command(context.Background(), "logs", name).CombinedOutput()
+		if err != nil {
+			t.Fatalf("docker logs %s: %v", name, err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			all.WriteString(name + ": " + line + "\n")
+		}
+	}
+	w.stopped = true
+	return all.String()
+}
+
+// runArgs put a dev container on the world's network with the world's DNS.
+func (w *world) runArgs() []string {
+	return []string{"--network", w.Net, "--dns", w.W1, "--sysctl", "net.ipv6.conf.all.disable_ipv6=0"}
+}
+
+// containerEnv points the entrypoint's self-test at the world.
+func (w *world) containerEnv() map[string]string {
+	return map[string]string{
+		"DEVBOX_VERIFY_ALLOWED": "allowed.test:8080",
+		"DEVBOX_VERIFY_DENIED":  w.W2 + ":8080," + w.W1 + ":80",
+	}
+}
+
+// escapeArgs are devbox-escape's targets in this world.
+func (w *world) escapeArgs(workspace string) []string {
+	a := []string{
+		"--allow-name", "allowed.test",
+		"--allow-url", "http://allowed.test:8080/",
+		"--deny-name", "denied.test:8080", "--deny-name", "nowhere.test:80",
+		"--deny-addr", w.W2 + ":8080", "--deny-addr", w.W2 + ":80",
+		"--other-port", w.W1 + ":80", "--other-port", w.W1 + ":443",
+		"--resolver", w.W2 + ":53", "--resolver", w.W1 + ":53",
+		"--ipv6", "[" + w.W1v6 + "]:8080", "--ipv6", "[" + w.W2v6 + "]:8080",
+		"--icmp", w.W1, "--icmp", w.W2, "--icmp", w.W1v6,
+		"--udp", w.W1 + ":443", "--udp", w.W2 + ":443", "--udp", w.W1 + ":5000",
+		"--metadata", "169.254.169.254:80",
+		"--tunnel-domain", "exfil.test", "--nonce", w.Nonce,
+		"--read-denied", "/etc/shadow", "--read-denied", "/root/devbox-secret",
+	}
+	if workspace != "" {
+		a = append(a, "--workspace", workspace)
+	}
+	return a
+}
+
+// waitFor polls cond until it holds or the limit passes. The limit is a
+// bound on a hang, not a timed assertion.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	var last string
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		last = detail
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v; last: %s", what, limit, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
