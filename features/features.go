@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -243,9 +244,14 @@ func (s Source) Files() ([]File, error) {
 
 // Tar writes files as the CLI's feature tarball: an uncompressed ustar
 // archive (the CLI names it .tgz but does not compress it) whose entries are
-// "./", "./NAME", owned by 0:0. mtime is fixed so the same input gives the
-// same digest.
+// "./", "./NAME", owned by 0:0, each directory's entries in byte order (the
+// CLI's node-tar walks the folder with libuv's scandir, which sorts with
+// strcmp). mtime is fixed so the same input gives the same digest.
 func Tar(files []File, mtime time.Time) ([]byte, error) {
+	files = slices.Clone(files)
+	slices.SortStableFunc(files, func(a, b File) int {
+		return slices.Compare(strings.Split(a.Name, "/"), strings.Split(b.Name, "/"))
+	})
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
 	dirs := map[string]bool{}
@@ -280,18 +286,37 @@ func Tar(files []File, mtime time.Time) ([]byte, error) {
 func TarballName(id string) string { return "devcontainer-feature-" + id + ".tgz" }
 
 // Collection returns devcontainer-collection.json for the features, as the
-// CLI writes it.
+// CLI writes it (JSON.stringify with a 4-space indent). The source is the
+// CLI's own "devcontainer-cli": tools that read collections (the CLI's
+// `features info`, the containers.dev index) see the same file whichever
+// tool packaged it, and the E2E test compares the two byte for byte.
 func Collection(ms ...*Manifest) ([]byte, error) {
 	feats := make([]json.RawMessage, len(ms))
 	for i, m := range ms {
 		feats[i] = m.Raw
 	}
-	b, err := json.MarshalIndent(map[string]any{
-		"sourceInformation": map[string]string{"source": "devbox"},
-		"features":          feats,
-	}, "", "    ")
-	return b, err
+	// A struct keeps the CLI's key order; a map would sort the keys.
+	return marshalLikeJS(struct {
+		SourceInformation struct {
+			Source string `json:"source"`
+		} `json:"sourceInformation"`
+		Features []json.RawMessage `json:"features"`
+	}{SourceInformation: struct {
+		Source string `json:"source"`
+	}{"devcontainer-cli"}, Features: feats}, "    ")
 }
 
-func jsonMarshal(v any) ([]byte, error)   { return json.Marshal(v) }
+// marshalLikeJS marshals v as JavaScript's JSON.stringify(v, null, indent)
+// does: no HTML escaping of < > &, no trailing newline.
+func marshalLikeJS(v any, indent string) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", indent)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

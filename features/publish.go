@@ -59,12 +59,41 @@ func (r *rawConfig) Manifest() (*v1.Manifest, error) {
 	m.Config = v1.Descriptor{MediaType: ConfigMediaType, Size: int64(len(emptyConfig)), Digest: h}
 	return m, nil
 }
+
+// RawManifest writes the manifest with the CLI's key order (digest before
+// size, as the CLI's JSON.stringify does) so an artifact with the same
+// content gets the same digest whichever tool pushed it.
 func (r *rawConfig) RawManifest() ([]byte, error) {
 	m, err := r.Manifest()
 	if err != nil {
 		return nil, err
 	}
-	return jsonMarshal(m)
+	out := cliManifest{SchemaVersion: m.SchemaVersion, MediaType: string(m.MediaType), Config: cliDescriptor(m.Config), Annotations: m.Annotations}
+	for _, l := range m.Layers {
+		out.Layers = append(out.Layers, cliDescriptor(l))
+	}
+	return marshalLikeJS(out, "")
+}
+
+// cliManifest is an OCI image manifest in the key order the Dev
+// Containers CLI writes.
+type cliManifest struct {
+	SchemaVersion int64             `json:"schemaVersion"`
+	MediaType     string            `json:"mediaType"`
+	Config        cliDesc           `json:"config"`
+	Layers        []cliDesc         `json:"layers"`
+	Annotations   map[string]string `json:"annotations,omitempty"`
+}
+
+type cliDesc struct {
+	MediaType   string            `json:"mediaType"`
+	Digest      string            `json:"digest"`
+	Size        int64             `json:"size"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+func cliDescriptor(d v1.Descriptor) cliDesc {
+	return cliDesc{MediaType: string(d.MediaType), Digest: d.Digest.String(), Size: d.Size, Annotations: d.Annotations}
 }
 func (r *rawConfig) Digest() (v1.Hash, error) {
 	b, err := r.RawManifest()
@@ -78,6 +107,9 @@ func (r *rawConfig) Size() (int64, error) {
 	b, err := r.RawManifest()
 	return int64(len(b)), err
 }
+
+// githubPackageType is the annotation the CLI adds when publishing to ghcr.io.
+const githubPackageType = "com.github.package.type"
 
 // Tags returns the tags a version is published under: X, X.Y, X.Y.Z and
 // latest.
@@ -107,10 +139,15 @@ func Publish(ctx context.Context, namespace string, m *Manifest, tarball, collec
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", namespace, err)
 	}
-	img, err := Artifact(tarball, LayerMediaType, TarballName(m.ID), map[string]string{
-		MetadataAnnotation:        string(m.Raw),
-		"com.github.package.type": "devcontainer_feature",
-	})
+	annotations := map[string]string{MetadataAnnotation: string(m.Raw)}
+	// Like the CLI, mark the package type only on GitHub's registry, which
+	// reads it; anywhere else the manifest carries the metadata alone.
+	colAnnotations := map[string]string(nil)
+	if repo.RegistryStr() == "ghcr.io" {
+		annotations[githubPackageType] = "devcontainer_feature"
+		colAnnotations = map[string]string{githubPackageType: "devcontainer_collection"}
+	}
+	img, err := Artifact(tarball, LayerMediaType, TarballName(m.ID), annotations)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +181,7 @@ func Publish(ctx context.Context, namespace string, m *Manifest, tarball, collec
 	if err != nil {
 		return nil, err
 	}
-	col, err := Artifact(collection, CollectionMediaType, CollectionFile, nil)
+	col, err := Artifact(collection, CollectionMediaType, CollectionFile, colAnnotations)
 	if err != nil {
 		return nil, err
 	}
