@@ -129,6 +129,7 @@ func (b *box) run(script string, flags ...string) (string, int) {
 }
 
 func forEachUser(t *testing.T, f func(t *testing.T, b *box)) {
+	devboxtest.RequireRoot(t)
 	for _, uid := range []int{0, 1000} {
 		t.Run(fmt.Sprintf("uid%d", uid), func(t *testing.T) { f(t, newBox(t, uid)) })
 	}
