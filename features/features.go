@@ -8,6 +8,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -20,6 +22,8 @@ import (
 	"time"
 
 	"github.com/tailscale/hujson"
+
+	"github.com/devbox-dev/devbox/internal/policy"
 )
 
 // Media types and annotations of the Dev Containers OCI artifacts.
@@ -215,6 +219,63 @@ type Source struct {
 	Install  []byte
 	// Binaries maps "amd64"/"arm64" to a Linux devbox binary.
 	Binaries map[string][]byte
+	// Claude lists the Claude Code pins (from devbox.lock.json files) the
+	// claudeCode option accepts; install.sh refuses any other version.
+	Claude []policy.LockedClaudeCode
+}
+
+// ClaudePins renders the pins as install.sh reads them: one line per
+// version and architecture, "VERSION ARCH SHA512HEX URL", sorted.
+func ClaudePins(locks []policy.LockedClaudeCode) ([]byte, error) {
+	var lines []string
+	seen := map[string]string{}
+	for _, l := range locks {
+		if !semver.MatchString(l.Version) {
+			return nil, fmt.Errorf("claude code version %q is not an exact X.Y.Z", l.Version)
+		}
+		for plat, p := range l.Platforms {
+			arch, ok := strings.CutPrefix(plat, "linux/")
+			if !ok || (arch != "amd64" && arch != "arm64") {
+				return nil, fmt.Errorf("claude code %s: platform %q is not linux/amd64 or linux/arm64", l.Version, plat)
+			}
+			sum, err := sha512Hex(p.Integrity)
+			if err != nil {
+				return nil, fmt.Errorf("claude code %s %s: %w", l.Version, plat, err)
+			}
+			// The URL lands in a shell script's awk field: no blanks, https only.
+			if !strings.HasPrefix(p.Tarball, "https://") || strings.ContainsAny(p.Tarball, " \t\n\r'\"\\$`") {
+				return nil, fmt.Errorf("claude code %s %s: tarball %q is not a plain https URL", l.Version, plat, p.Tarball)
+			}
+			line := l.Version + " " + arch + " " + sum + " " + p.Tarball
+			key := l.Version + " " + arch
+			if prev, ok := seen[key]; ok && prev != line {
+				return nil, fmt.Errorf("claude code %s %s is pinned twice, differently", l.Version, plat)
+			}
+			if _, ok := seen[key]; !ok {
+				seen[key] = line
+				lines = append(lines, line)
+			}
+		}
+	}
+	sort.Strings(lines)
+	if len(lines) == 0 {
+		return nil, nil
+	}
+	return []byte(strings.Join(lines, "\n") + "\n"), nil
+}
+
+// sha512Hex turns an SRI integrity ("sha512-<base64>") into the hex digest
+// sha512sum prints.
+func sha512Hex(integrity string) (string, error) {
+	b64, ok := strings.CutPrefix(integrity, "sha512-")
+	if !ok {
+		return "", fmt.Errorf("integrity %q is not sha512", integrity)
+	}
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || len(raw) != sha512.Size {
+		return "", fmt.Errorf("integrity %q is not a valid sha512", integrity)
+	}
+	return hex.EncodeToString(raw), nil
 }
 
 // Files lists the package's files: the manifest, install.sh, each binary as
@@ -237,6 +298,15 @@ func (s Source) Files() ([]File, error) {
 		sum := sha256.Sum256(s.Binaries[arch])
 		fmt.Fprintf(&sums, "%s  %s\n", hex.EncodeToString(sum[:]), name)
 		files = append(files, File{Name: path.Join("payload", name), Data: s.Binaries[arch], Mode: 0o755})
+	}
+	pins, err := ClaudePins(s.Claude)
+	if err != nil {
+		return nil, err
+	}
+	if pins != nil {
+		sum := sha256.Sum256(pins)
+		fmt.Fprintf(&sums, "%s  %s\n", hex.EncodeToString(sum[:]), "claude-code.pins")
+		files = append(files, File{Name: "payload/claude-code.pins", Data: pins, Mode: 0o644})
 	}
 	files = append(files, File{Name: "payload/SHA256SUMS", Data: []byte(sums.String()), Mode: 0o644})
 	return files, nil

@@ -217,3 +217,48 @@ func mustRef(t *testing.T, s string) name.Reference {
 	}
 	return r
 }
+
+// TestClaudePins: the committed lock gives one line per architecture with
+// the hex of the npm sha512 integrity, and bad pins are refused.
+func TestClaudePins(t *testing.T) {
+	l, err := policy.ReadLock("claude-code.lock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pins, err := ClaudePins([]policy.LockedClaudeCode{l.ClaudeCode, l.ClaudeCode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(pins)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("pins %q: want one line per architecture", pins)
+	}
+	for i, arch := range []string{"amd64", "arm64"} {
+		f := strings.Fields(lines[i])
+		want, _ := sha512Hex(l.ClaudeCode.Platforms["linux/"+arch].Integrity)
+		if len(f) != 4 || f[0] != l.ClaudeCode.Version || f[1] != arch || f[2] != want || len(f[2]) != 128 || f[3] != l.ClaudeCode.Platforms["linux/"+arch].Tarball {
+			t.Errorf("line %q", lines[i])
+		}
+	}
+	bad := []policy.LockedClaudeCode{
+		{Version: "latest", Platforms: l.ClaudeCode.Platforms},
+		{Version: "1.0.0", Platforms: map[string]policy.LockedPackage{"linux/amd64": {Tarball: "http://x.test/a.tgz", Integrity: l.ClaudeCode.Platforms["linux/amd64"].Integrity}}},
+		{Version: "1.0.0", Platforms: map[string]policy.LockedPackage{"linux/amd64": {Tarball: "https://x.test/a b.tgz", Integrity: l.ClaudeCode.Platforms["linux/amd64"].Integrity}}},
+		{Version: "1.0.0", Platforms: map[string]policy.LockedPackage{"linux/amd64": {Tarball: "https://x.test/a.tgz", Integrity: "sha1-AAAA"}}},
+		{Version: "1.0.0", Platforms: map[string]policy.LockedPackage{"darwin/arm64": l.ClaudeCode.Platforms["linux/arm64"]}},
+	}
+	for _, b := range bad {
+		if _, err := ClaudePins([]policy.LockedClaudeCode{b}); err == nil {
+			t.Errorf("%+v: accepted", b)
+		}
+	}
+	files, err := Source{Manifest: rootManifest(t), Install: []byte("#!/bin/sh\n"), Binaries: map[string][]byte{"amd64": []byte("x")}, Claude: []policy.LockedClaudeCode{l.ClaudeCode}}.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.Name == "payload/SHA256SUMS" && !strings.Contains(string(f.Data), "  claude-code.pins\n") {
+			t.Errorf("SHA256SUMS does not cover claude-code.pins: %q", f.Data)
+		}
+	}
+}

@@ -14,10 +14,12 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/devbox-dev/devbox/features"
+	"github.com/devbox-dev/devbox/internal/policy"
 )
 
 var featureFlags = []cli.Flag{
 	&cli.StringFlag{Name: "source", Value: ".", Usage: "repository `DIR` holding devcontainer-feature.json and features/src/devbox/install.sh"},
+	&cli.StringSliceFlag{Name: "claude-lock", Usage: "devbox.lock.json `FILE` (from `devbox lock`) whose Claude Code pins the claudeCode option accepts; repeatable (default: features/claude-code.lock.json under --source, if present)"},
 	&cli.StringSliceFlag{Name: "binary", Usage: "Linux devbox binary to ship, as `ARCH=FILE` (amd64, arm64); repeatable (default: this devbox, on Linux)"},
 }
 
@@ -118,7 +120,26 @@ func buildFeature(c *cli.Context) (*features.Manifest, []byte, []byte, error) {
 		}
 		bins[arch] = b
 	}
-	files, err := features.Source{Manifest: raw, Install: install, Binaries: bins}.Files()
+	// Only the lock's claudeCode section is read: the base image and epoch
+	// are an image build's, not the feature's.
+	locks := c.StringSlice("claude-lock")
+	if len(locks) == 0 {
+		if def := filepath.Join(src, "features", "claude-code.lock.json"); fileExists(def) {
+			locks = []string{def}
+		}
+	}
+	var claude []policy.LockedClaudeCode
+	for _, f := range locks {
+		l, err := policy.ReadLock(f)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--claude-lock: %w", err)
+		}
+		if l.ClaudeCode.Version == policy.ClaudeCodeNone {
+			return nil, nil, nil, fmt.Errorf("--claude-lock %s: the lock pins no Claude Code (claudeCode none)", f)
+		}
+		claude = append(claude, l.ClaudeCode)
+	}
+	files, err := features.Source{Manifest: raw, Install: install, Binaries: bins, Claude: claude}.Files()
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -132,4 +153,9 @@ func buildFeature(c *cli.Context) (*features.Manifest, []byte, []byte, error) {
 		return nil, nil, nil, err
 	}
 	return m, tarball, col, nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
