@@ -5,9 +5,11 @@ package firewall
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -42,10 +44,8 @@ func Apply(ctx context.Context, cfg Config) (res Result, err error) {
 			}
 		}
 	}()
-	for _, f := range Families {
-		if err := restore(ctx, f, "*filter\n:INPUT DROP [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT DROP [0:0]\nCOMMIT\n"); err != nil {
-			return res, fmt.Errorf("firewall: set default-deny policies: %w", err)
-		}
+	if err := perFamily(func(f Family) error { return restore(ctx, f, dropPolicies) }); err != nil {
+		return res, fmt.Errorf("firewall: set default-deny policies: %w", err)
 	}
 	s, err := openSets()
 	if err != nil {
@@ -55,21 +55,45 @@ func Apply(ctx context.Context, cfg Config) (res Result, err error) {
 	if res.StaticEntries, err = s.loadSets(cfg); err != nil {
 		return res, fmt.Errorf("firewall: load sets: %w", err)
 	}
-	for _, rs := range Rules(cfg) {
+	rulesets := Rules(cfg)
+	err = perFamily(func(f Family) error {
+		rs := rulesets[0]
+		if f == IPv6 {
+			rs = rulesets[1]
+		}
 		present, err := presentJumps(ctx, rs.Family)
 		if err != nil {
-			return res, fmt.Errorf("firewall: %w", err)
+			return fmt.Errorf("firewall: %w", err)
 		}
 		text := rs.Restore(present)
 		if testHookRules != nil {
 			text = testHookRules(rs.Family, text)
 		}
 		if err := restore(ctx, rs.Family, text); err != nil {
-			return res, fmt.Errorf("firewall: load %v rules: %w", rs.Family, err)
+			return fmt.Errorf("firewall: load %v rules: %w", rs.Family, err)
 		}
+		return nil
+	})
+	if err != nil {
+		return res, err
 	}
 	res.Took = time.Since(start)
 	return res, nil
+}
+
+const dropPolicies = "*filter\n:INPUT DROP [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT DROP [0:0]\nCOMMIT\n"
+
+// perFamily runs fn for IPv4 and IPv6 at once (the two families' tables are
+// independent) and returns the IPv4 error first.
+func perFamily(fn func(Family) error) error {
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i, f := range Families {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = fn(f) }()
+	}
+	wg.Wait()
+	return errors.Join(errs[0], errs[1])
 }
 
 // testHookRules lets the fault tests corrupt the transaction.
@@ -90,7 +114,7 @@ func DenyAll(ctx context.Context, cfg Config) error {
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%v: %v", rs.Family, err))
 			// Last resort: the built-in policies alone.
-			restore(ctx, rs.Family, "*filter\n:INPUT DROP [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT DROP [0:0]\nCOMMIT\n")
+			restore(ctx, rs.Family, dropPolicies)
 		}
 	}
 	if errs != nil {
@@ -104,6 +128,9 @@ func denyAllRules(cfg Config) []Ruleset {
 	for _, f := range Families {
 		rs := rules(cfg, f)
 		var r []string
+		for _, d := range dnsPorts(cfg, f) {
+			r = append(r, fmt.Sprintf("-A %s %s -m mark ! --mark 0x%x -j REJECT", ChainOutput, d, cfg.Mark))
+		}
 		if f == IPv4 {
 			r = append(r, fmt.Sprintf("-A %s -d 127.0.0.11/32 -m mark ! --mark 0x%x -j REJECT", ChainOutput, cfg.Mark))
 		}

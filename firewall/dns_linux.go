@@ -48,6 +48,10 @@ type filter struct {
 	udp   *dns.Client
 	tcp   *dns.Client
 	names sync.Map // netip.Addr → name, for the packet log
+	pools sync.Map // netip.AddrPort → chan *dns.Conn (idle upstream sockets)
+	// fresh remembers until when each inserted entry is known to stay in
+	// its set, so a hot name does not cost a netlink write per query.
+	fresh sync.Map // string (set/entry) → time.Time
 
 	queries, forwarded, refused, dropped, upErrors, inserted, blocked atomic.Int64
 }
@@ -132,19 +136,58 @@ func (f *filter) refuse(w dns.ResponseWriter, r *dns.Msg, reason string) {
 }
 
 func (f *filter) forward(r *dns.Msg, tcp bool) (*dns.Msg, error) {
-	c := f.udp
-	if tcp {
-		c = f.tcp
-	}
 	var errs []error
 	for _, up := range f.ups {
-		resp, _, err := c.Exchange(r, up.String())
+		var resp *dns.Msg
+		var err error
+		if tcp {
+			resp, _, err = f.tcp.Exchange(r, up.String())
+		} else {
+			resp, err = f.exchangeUDP(r, up)
+		}
 		if err == nil {
 			return resp, nil
 		}
 		errs = append(errs, fmt.Errorf("upstream %s: %w", up, err))
 	}
 	return nil, errors.Join(errs...)
+}
+
+// exchangeUDP reuses marked upstream sockets: opening one per query costs
+// more than the query. A socket that saw an error is not reused.
+func (f *filter) exchangeUDP(r *dns.Msg, up netip.AddrPort) (*dns.Msg, error) {
+	pool := f.pool(up)
+	var co *dns.Conn
+	select {
+	case co = <-pool:
+	default:
+		var err error
+		if co, err = f.udp.Dial(up.String()); err != nil {
+			return nil, err
+		}
+	}
+	resp, _, err := f.udp.ExchangeWithConn(r, co)
+	if err != nil || resp.Id != r.Id {
+		co.Close()
+		if err == nil {
+			err = errors.New("answer id mismatch")
+		}
+		return nil, err
+	}
+	select {
+	case pool <- co:
+	default:
+		co.Close()
+	}
+	return resp, nil
+}
+
+func (f *filter) pool(up netip.AddrPort) chan *dns.Conn {
+	if p, ok := f.pools.Load(up); ok {
+		return p.(chan *dns.Conn)
+	}
+	p, _ := f.pools.LoadOrStore(up, make(chan *dns.Conn, 64))
+	return p.(chan *dns.Conn)
 }
 
 // filterAnswer drops addresses an allowed name must never point at, inserts
@@ -204,19 +247,34 @@ func (f *filter) insert(a netip.Addr, v Verdict, ttl time.Duration) error {
 	a = a.Unmap()
 	fam := familyOf(a)
 	p := netip.PrefixFrom(a, a.BitLen())
+	type member struct {
+		set string
+		e   entry
+	}
+	var ms []member
 	if v.AnyPort {
-		if err := f.sets.add(SetName(SetAllow, fam), entry{prefix: p}, ttl); err != nil {
-			return err
-		}
-		f.inserted.Add(1)
-		return nil
+		ms = append(ms, member{SetName(SetAllow, fam), entry{prefix: p}})
 	}
 	for _, port := range v.Ports {
 		for _, e := range portEntries(p, port) {
-			if err := f.sets.add(SetName(SetAllowPort, fam), e, ttl); err != nil {
-				return err
-			}
+			ms = append(ms, member{SetName(SetAllowPort, fam), e})
 		}
+	}
+	now := time.Now()
+	for _, m := range ms {
+		key := m.set + "/" + m.e.String()
+		// Entries are written with twice the TTL and rewritten only once
+		// less than one TTL is left: every answer's address outlives the
+		// answer's TTL, and a hot name costs one netlink write per TTL
+		// rather than one per query.
+		if until, ok := f.fresh.Load(key); ok && until.(time.Time).After(now.Add(ttl+time.Second)) {
+			continue
+		}
+		if err := f.sets.add(m.set, m.e, 2*ttl); err != nil {
+			f.fresh.Delete(key)
+			return err
+		}
+		f.fresh.Store(key, now.Add(2*ttl))
 	}
 	f.inserted.Add(1)
 	return nil

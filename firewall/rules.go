@@ -2,6 +2,7 @@ package firewall
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 )
 
@@ -121,6 +122,13 @@ func rules(cfg Config, f Family) Ruleset {
 	add(ChainInput, nd...)
 	add(ChainInput, "-j DROP")
 
+	// DNS that was not redirected and is not the filter's own: a packet
+	// that reuses the 5-tuple of one of the filter's upstream flows matches
+	// that flow's conntrack entry, skips the nat table and would pass as
+	// ESTABLISHED. It is stopped here, before any accept.
+	for _, d := range dnsPorts(cfg, f) {
+		add(ChainOutput, d+" -m mark ! --mark "+mark+" -j "+ChainBlocked)
+	}
 	if f == IPv4 {
 		// Docker's embedded resolver listens on 127.0.0.11 at a random
 		// port behind its own DNAT; reaching that port directly would be an
@@ -138,9 +146,10 @@ func rules(cfg Config, f Family) Ruleset {
 	add(ChainOutput, nd...)
 	// Only the DNS filter can set this mark (SO_MARK needs CAP_NET_ADMIN):
 	// its upstream queries are the one way out on port 53.
+	for _, d := range dnsPorts(cfg, f) {
+		add(ChainOutput, d+" -m mark --mark "+mark+" -j ACCEPT")
+	}
 	add(ChainOutput,
-		"-p udp -m udp --dport 53 -m mark --mark "+mark+" -j ACCEPT",
-		"-p tcp -m tcp --dport 53 -m mark --mark "+mark+" -j ACCEPT",
 		// Deny wins: it is checked before any allow set.
 		"-m set --match-set "+set(SetDeny)+" dst -j "+ChainDenied,
 		"-p tcp -m set --match-set "+set(SetDenyPort)+" dst,dst -j "+ChainDenied,
@@ -181,6 +190,22 @@ func rules(cfg Config, f Family) Ruleset {
 		},
 		tables: []table{filter, nat},
 	}
+}
+
+// dnsPorts matches the filter's upstream traffic: port 53 anywhere, and
+// each configured upstream of family f on another port.
+func dnsPorts(cfg Config, f Family) []string {
+	out := []string{"-p udp -m udp --dport 53", "-p tcp -m tcp --dport 53"}
+	for _, u := range cfg.Upstream {
+		a := u.Addr().Unmap()
+		if u.Port() == 53 || familyOf(a) != f {
+			continue
+		}
+		for _, p := range []string{"udp", "tcp"} {
+			out = append(out, fmt.Sprintf("-d %s -p %s -m %s --dport %d", netip.PrefixFrom(a, a.BitLen()), p, p, u.Port()))
+		}
+	}
+	return out
 }
 
 // Restore renders the ruleset as iptables-restore input for

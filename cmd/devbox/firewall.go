@@ -1,14 +1,264 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/devbox-dev/devbox/firewall"
+	"github.com/devbox-dev/devbox/firewall/fwpolicy"
+	"github.com/devbox-dev/devbox/internal/devcontainer"
+	"github.com/devbox-dev/devbox/internal/policy"
 )
 
-// SCAFFOLD: replaced by the issue that owns this command.
+// firewallConfigFlags choose where the firewall's Config comes from: the
+// policy (the default, baked into the image), or the daemon's JSON copy.
+var firewallConfigFlags = []cli.Flag{
+	&cli.StringFlag{Name: "policy", Value: devcontainer.PolicyPath, Usage: "policy `FILE` the fence is compiled from"},
+	&cli.StringFlag{Name: "config", Usage: "firewall config `FILE` (JSON, as written by apply for the DNS filter); overrides --policy"},
+}
+
+func loadFirewallConfig(c *cli.Context) (firewall.Config, error) {
+	if path := c.String("config"); path != "" {
+		return firewall.LoadConfig(path)
+	}
+	p, err := policy.Load(c.String("policy"))
+	if err != nil {
+		return firewall.Config{}, fmt.Errorf("--policy: %w", err)
+	}
+	return fwpolicy.Config(p), nil
+}
+
 var firewallCommand = &cli.Command{
-	Name:   "firewall",
-	Usage:  "(not built yet)",
-	Action: func(*cli.Context) error { return errors.New("firewall: not built yet") },
+	Name:  "firewall",
+	Usage: "the egress fence: default-deny rules, the DNS filter, verify, status and the log",
+	Description: `Runs inside the container, as root (apply, dns, deny-all) or as anyone
+(rules, status, log). See docs/firewall.md for the rule layout and DNS flow.`,
+	Subcommands: []*cli.Command{
+		firewallApplyCommand,
+		firewallDNSCommand,
+		firewallVerifyCommand,
+		firewallStatusCommand,
+		firewallLogCommand,
+		firewallRulesCommand,
+		firewallDenyAllCommand,
+	},
+}
+
+var firewallApplyCommand = &cli.Command{
+	Name:  "apply",
+	Usage: "install the fence and (re)start the DNS filter; fail closed",
+	Flags: append([]cli.Flag{
+		&cli.BoolFlag{Name: "no-dns", Usage: "load rules and sets only; do not start the DNS filter"},
+	}, firewallConfigFlags...),
+	Action: func(c *cli.Context) error {
+		cfg, err := loadFirewallConfig(c)
+		if err != nil {
+			// No policy, no egress: leave the namespace denying everything.
+			if derr := firewall.DenyAll(c.Context, firewall.Config{}); derr != nil {
+				return fmt.Errorf("%w; deny-all failed too: %v", err, derr)
+			}
+			return fmt.Errorf("%w (egress is denied)", err)
+		}
+		res, err := firewall.Apply(c.Context, cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.Writer, "devbox: fence loaded in %v: %d allowed, %d denied destinations, %d static set entries\n",
+			res.Took.Round(100_000), len(cfg.Allow), len(cfg.Deny), res.StaticEntries)
+		if c.Bool("no-dns") {
+			return nil
+		}
+		self, err := os.Executable()
+		if err != nil {
+			self = devcontainer.BinaryPath
+		}
+		pid, err := firewall.StartDNS(c.Context, cfg, firewall.DaemonOptions{Command: []string{self, "firewall", "dns"}})
+		if err != nil {
+			return fmt.Errorf("%w (egress stays denied: no name resolves without the filter)", err)
+		}
+		fmt.Fprintf(c.App.Writer, "devbox: DNS filter running, pid %d\n", pid)
+		for _, w := range firewall.Warm(c.Context, cfg) {
+			fmt.Fprintf(c.App.ErrWriter, "devbox: warning: %s\n", w)
+		}
+		return nil
+	},
+}
+
+var firewallDNSCommand = &cli.Command{
+	Name:  "dns",
+	Usage: "run the DNS filter in the foreground (apply starts it detached)",
+	Flags: firewallConfigFlags,
+	Action: func(c *cli.Context) error {
+		cfg, err := loadFirewallConfig(c)
+		if err != nil {
+			return err
+		}
+		return firewall.RunDNS(c.Context, cfg)
+	},
+}
+
+var firewallVerifyCommand = &cli.Command{
+	Name:  "verify",
+	Usage: "prove the fence from inside: allowed targets connect, denied ones do not, names are refused",
+	Flags: append([]cli.Flag{
+		&cli.StringSliceFlag{Name: "allowed", Usage: "`HOST:PORT` that must connect (repeatable)"},
+		&cli.StringSliceFlag{Name: "denied", Usage: "`HOST:PORT` that must not connect (repeatable; default 192.0.2.1:443 and [2001:db8::1]:443)"},
+		&cli.StringSliceFlag{Name: "refused", Usage: "`NAME` the DNS filter must refuse (repeatable; default fence-check.devbox.invalid)"},
+		&cli.BoolFlag{Name: "json", Usage: "print the checks as JSON"},
+	}, firewallConfigFlags...),
+	Action: func(c *cli.Context) error {
+		cfg, err := loadFirewallConfig(c)
+		if err != nil {
+			return err
+		}
+		t := firewall.Targets{Allowed: c.StringSlice("allowed"), Denied: c.StringSlice("denied"), Refused: c.StringSlice("refused")}
+		if !c.IsSet("denied") {
+			// Documentation ranges (RFC 5737, RFC 3849): never routed.
+			t.Denied = []string{"192.0.2.1:443", "[2001:db8::1]:443"}
+		}
+		if !c.IsSet("refused") {
+			t.Refused = []string{"fence-check.devbox.invalid"}
+		}
+		checks, verr := firewall.Verify(c.Context, cfg, t)
+		if c.Bool("json") {
+			enc := json.NewEncoder(c.App.Writer)
+			enc.SetIndent("", "  ")
+			enc.Encode(checks)
+		} else {
+			for _, ch := range checks {
+				mark := "ok  "
+				if !ch.OK {
+					mark = "FAIL"
+				}
+				fmt.Fprintf(c.App.Writer, "%s %-8s %-30s %s\n", mark, ch.Kind, ch.Target, ch.Detail)
+			}
+		}
+		return verr
+	},
+}
+
+var firewallStatusCommand = &cli.Command{
+	Name:  "status",
+	Usage: "show the rules loaded, per-rule counters, set sizes and the DNS filter's health",
+	Flags: append([]cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON"}}, firewallConfigFlags...),
+	Action: func(c *cli.Context) error {
+		cfg, err := loadFirewallConfig(c)
+		if err != nil {
+			cfg = firewall.Config{} // status works without a policy: defaults name everything
+		}
+		st, err := firewall.ReadStatus(c.Context, cfg)
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			enc := json.NewEncoder(c.App.Writer)
+			enc.SetIndent("", "  ")
+			return enc.Encode(st)
+		}
+		w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+		for _, fs := range st.Families {
+			fmt.Fprintf(w, "%s: rules loaded %v, OUTPUT policy %s\n", fs.Family, fs.Loaded, fs.Policy)
+			for _, r := range fs.Rules {
+				fmt.Fprintf(w, "  %d\t%d\t%s\n", r.Packets, r.Bytes, r.Rule)
+			}
+		}
+		fmt.Fprintln(w, "sets:")
+		for _, kind := range firewall.SetKinds {
+			for _, f := range firewall.Families {
+				name := firewall.SetName(kind, f)
+				fmt.Fprintf(w, "  %s\t%d entries\n", name, st.Sets[name])
+			}
+		}
+		if h := st.Daemon.Health; h != nil {
+			fmt.Fprintf(w, "dns filter: pid %d, upstreams %s; %d queries, %d forwarded, %d refused, %d answers dropped, %d upstream errors, %d blocked packets logged\n",
+				h.PID, strings.Join(h.Upstreams, ","), h.Queries, h.Forwarded, h.Refused, h.Dropped, h.UpstreamErrors, h.Blocked)
+		} else {
+			fmt.Fprintf(w, "dns filter: DOWN: %s\n", st.Daemon.Error)
+		}
+		if st.LogFile != "" {
+			fmt.Fprintf(w, "log: %s\n", st.LogFile)
+		}
+		return w.Flush()
+	},
+}
+
+var firewallLogCommand = &cli.Command{
+	Name:  "log",
+	Usage: "show blocked connections and refused DNS queries",
+	Flags: append([]cli.Flag{
+		&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new lines"},
+		&cli.BoolFlag{Name: "json", Usage: "print the JSON lines as they are"},
+		&cli.StringFlag{Name: "file", Usage: "log `FILE` (default: the policy's, else " + devcontainer.LogPath + ")"},
+	}, firewallConfigFlags...),
+	Action: func(c *cli.Context) error {
+		path := c.String("file")
+		if path == "" {
+			path = devcontainer.LogPath
+			if cfg, err := loadFirewallConfig(c); err == nil && cfg.LogFile != "" {
+				path = cfg.LogFile
+			}
+		}
+		print := func(e firewall.Event) {
+			if c.Bool("json") {
+				raw, _ := json.Marshal(e)
+				fmt.Fprintln(c.App.Writer, string(raw))
+			} else {
+				fmt.Fprintln(c.App.Writer, e.String())
+			}
+		}
+		if c.Bool("follow") {
+			return firewall.FollowLog(c.Context, path, print)
+		}
+		evs, err := firewall.ReadLog(path)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			print(e)
+		}
+		return nil
+	},
+}
+
+var firewallRulesCommand = &cli.Command{
+	Name:  "rules",
+	Usage: "print the compiled iptables-restore rulesets without applying them",
+	Flags: firewallConfigFlags,
+	Action: func(c *cli.Context) error {
+		cfg, err := loadFirewallConfig(c)
+		if err != nil {
+			return err
+		}
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+		for _, rs := range firewall.Rules(cfg) {
+			fmt.Fprintf(c.App.Writer, "# %s (%s --noflush)\n%s", rs.Family, map[firewall.Family]string{firewall.IPv4: "iptables-restore", firewall.IPv6: "ip6tables-restore"}[rs.Family], rs)
+		}
+		return nil
+	},
+}
+
+var firewallDenyAllCommand = &cli.Command{
+	Name:  "deny-all",
+	Usage: "stop the DNS filter and deny all egress (loopback only); `apply` restores the policy",
+	Flags: firewallConfigFlags,
+	Action: func(c *cli.Context) error {
+		cfg, err := loadFirewallConfig(c)
+		if err != nil {
+			cfg = firewall.Config{}
+		}
+		errs := []error{firewall.DenyAll(c.Context, cfg), firewall.StopDNS(cfg)}
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		fmt.Fprintln(c.App.Writer, "devbox: all egress denied")
+		return nil
+	},
 }
