@@ -50,6 +50,7 @@ same image digest.`,
 		&cli.StringFlag{Name: "tlskey", Usage: "client key `FILE` for a tcp:// BuildKit daemon"},
 		&cli.StringFlag{Name: "tlsservername", Usage: "server `NAME` expected in the daemon's certificate"},
 		&cli.StringSliceFlag{Name: "devbox-binary", Usage: "linux devbox binary to bake in, as [OS/ARCH=]`PATH` (default: this binary, when it is linux on the target arch)"},
+		&cli.BoolFlag{Name: "rewrite-timestamp", Value: true, Usage: "clamp every file time in the layers to the lock's SOURCE_DATE_EPOCH (reproducible from an empty cache; costs a pass over the layers)"},
 		&cli.StringFlag{Name: "source", Value: "https://github.com/devbox-dev/devbox", Usage: "org.opencontainers.image.source `URL`"},
 	},
 	Action: buildAction,
@@ -68,9 +69,10 @@ func buildAction(c *cli.Context) error {
 	}
 
 	o := image.BuildOptions{
-		DevboxVersion: version,
-		Progress:      c.String("progress"),
-		ProgressOut:   os.Stderr,
+		DevboxVersion:  version,
+		Progress:       c.String("progress"),
+		KeepTimestamps: !c.Bool("rewrite-timestamp"),
+		ProgressOut:    os.Stderr,
 	}
 	for _, plat := range plats {
 		o.Specs = append(o.Specs, image.Spec{Policy: p, Lock: lock, Platform: plat, Source: c.String("source")})
@@ -129,7 +131,7 @@ func buildAction(c *cli.Context) error {
 		return fmt.Errorf("build: %w", err)
 	}
 	cached, total := 0, 0
-	for _, v := range res.DevboxVertices() {
+	for _, v := range res.Steps() {
 		total++
 		if v.Cached {
 			cached++

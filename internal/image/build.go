@@ -106,6 +106,12 @@ type BuildOptions struct {
 
 	CacheFrom, CacheTo []client.CacheOptionsEntry
 
+	// KeepTimestamps skips rewriting every layer's file times to the
+	// lock's SOURCE_DATE_EPOCH. The rewrite makes a build from an empty
+	// cache give the same layers; it costs a pass over every layer (about
+	// half a minute for the default image) on each export.
+	KeepTimestamps bool
+
 	// Progress is the progressui mode (auto, tty, plain, rawjson, quiet);
 	// ProgressOut where it is written (stderr).
 	Progress    string
@@ -133,15 +139,18 @@ type Result struct {
 	Vertices []Vertex
 	// Elapsed is the wall time of the solve.
 	Elapsed time.Duration
+
+	stepNames map[string]bool
 }
 
-// DevboxVertices returns the vertices devbox named (VertexPrefix),
-// deduplicated by name.
-func (r *Result) DevboxVertices() []Vertex {
+// Steps returns the vertices of devbox's run and copy steps (not the
+// sources: the base, the download, the binary and policy content are
+// re-checked on every build and never report "cached"), one per name.
+func (r *Result) Steps() []Vertex {
 	seen := map[string]bool{}
 	var out []Vertex
 	for _, v := range r.Vertices {
-		if strings.HasPrefix(v.Name, VertexPrefix) && !seen[v.Name] {
+		if r.stepNames[v.Name] && !seen[v.Name] {
 			seen[v.Name] = true
 			out = append(out, v)
 		}
@@ -202,7 +211,7 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 	epoch := strconv.FormatInt(o.Specs[0].Lock.SourceDateEpoch, 10)
 	attrs := map[string]string{
 		"oci-mediatypes":    "true",
-		"rewrite-timestamp": "true",
+		"rewrite-timestamp": strconv.FormatBool(!o.KeepTimestamps),
 		"source-date-epoch": epoch,
 	}
 	multi := len(o.Specs) > 1
@@ -313,10 +322,24 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 		return nil, fmt.Errorf("--progress %s: %w", o.Progress, err)
 	}
 
-	res := &Result{}
+	res := &Result{stepNames: map[string]bool{}}
+	for _, spec := range o.Specs {
+		steps, err := Steps(spec)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range steps {
+			if st.Kind != FetchStep {
+				res.stepNames[VertexPrefix+st.Name] = true
+			}
+		}
+	}
 	statusCh := make(chan *client.SolveStatus)
 	displayCh := make(chan *client.SolveStatus)
 	var vmu sync.Mutex
+	logs := map[string][]byte{}
+	names := map[string]string{}
+	failed := ""
 	start := time.Now()
 	eg, ectx := errgroup.WithContext(ctx)
 	var resp *client.SolveResponse
@@ -332,6 +355,19 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 		seen := map[string]int{}
 		for s := range statusCh {
 			vmu.Lock()
+			for _, l := range s.Logs {
+				d := l.Vertex.String()
+				logs[d] = append(logs[d], l.Data...)
+				if n := len(logs[d]); n > 8<<10 {
+					logs[d] = logs[d][n-8<<10:]
+				}
+			}
+			for _, v := range s.Vertexes {
+				if v.Error != "" && failed == "" {
+					failed = v.Digest.String()
+					names[failed] = v.Name
+				}
+			}
 			for _, v := range s.Vertexes {
 				if v.Completed == nil {
 					continue
@@ -367,6 +403,11 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 		})
 	}
 	if err := eg.Wait(); err != nil {
+		vmu.Lock()
+		defer vmu.Unlock()
+		if failed != "" && strings.HasPrefix(names[failed], VertexPrefix) {
+			return nil, &StepError{Step: strings.TrimPrefix(names[failed], VertexPrefix), Output: lastLines(string(logs[failed]), 10), Err: err}
+		}
 		return nil, err
 	}
 	res.Elapsed = time.Since(start)
@@ -378,6 +419,32 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 		res.Pushed = append(res.Pushed, repository(ref)+"@"+res.Digest)
 	}
 	return res, nil
+}
+
+// StepError is a failed devbox build step: its name and the end of its
+// output, which says why (a checksum mismatch, an apt error). Err is
+// BuildKit's error, which quotes the whole script.
+type StepError struct {
+	Step   string
+	Output string
+	Err    error
+}
+
+func (e *StepError) Error() string {
+	if e.Output == "" {
+		return fmt.Sprintf("step %s failed: %v", e.Step, e.Err)
+	}
+	return fmt.Sprintf("step %s failed:\n%s", e.Step, e.Output)
+}
+
+func (e *StepError) Unwrap() error { return e.Err }
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
 }
 
 // repository strips a tag from ref ("host:5000/x:tag" → "host:5000/x").
