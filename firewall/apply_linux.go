@@ -13,13 +13,6 @@ import (
 	"time"
 )
 
-// Result tells what Apply did.
-type Result struct {
-	// StaticEntries is the number of set members loaded from prefixes.
-	StaticEntries int
-	Took          time.Duration
-}
-
 // Apply installs the fence for cfg in the current network namespace. It is
 // fail-closed and re-runnable: it first sets every built-in chain's policy to
 // DROP, then loads the sets and the rules (one iptables-restore transaction

@@ -21,23 +21,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DaemonOptions says how StartDNS runs the DNS filter.
-type DaemonOptions struct {
-	// Command is the argv that runs RunDNS in the foreground and accepts
-	// "--config FILE" after it, e.g. {"/usr/local/bin/devbox", "firewall",
-	// "dns"}. Required.
-	Command []string
-	// Env is the daemon's environment (default: empty).
-	Env []string
-	// UID and GID the daemon runs as; it keeps only CAP_NET_ADMIN, as an
-	// ambient capability. The default is 998 (devbox-dns), a fixed system
-	// id that updateRemoteUserUID never remaps. -1 keeps the caller's.
-	UID, GID int
-	// Wait bounds how long StartDNS waits for the daemon to answer
-	// (default 5s).
-	Wait time.Duration
-}
-
 // Files under Config.StateDir.
 const (
 	daemonConfigFile = "dns.json"
@@ -125,7 +108,7 @@ func StartDNS(ctx context.Context, cfg Config, opts DaemonOptions) (int, error) 
 		case err := <-exited:
 			msg, _ := os.ReadFile(errPath)
 			return 0, fmt.Errorf("firewall: DNS filter exited (%v): %s", err, strings.TrimSpace(string(msg)))
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(5 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()

@@ -21,23 +21,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// HealthName is the CHAOS-class TXT name the filter answers itself with its
-// counters (base64 JSON: TXT strings escape quotes); StartDNS and Status use it to check the daemon.
-const HealthName = "health.devbox."
-
-// Health is the daemon's answer to a HealthName query.
-type Health struct {
-	PID            int      `json:"pid"`
-	Upstreams      []string `json:"upstreams"`
-	Queries        int64    `json:"queries"`
-	Forwarded      int64    `json:"forwarded"`
-	Refused        int64    `json:"refused"`
-	Dropped        int64    `json:"droppedAnswers"`
-	UpstreamErrors int64    `json:"upstreamErrors"`
-	Inserted       int64    `json:"inserted"`
-	Blocked        int64    `json:"blockedPackets"`
-}
-
 // filter is the DNS filter: it answers only names the Config allows and
 // inserts their addresses into the sets before answering.
 type filter struct {
@@ -81,7 +64,7 @@ func newFilter(cfg Config, s *sets, log *eventLog) (*filter, error) {
 	d := &net.Dialer{Control: markControl(cfg.Mark), Timeout: 2 * time.Second}
 	return &filter{
 		cfg: cfg, ups: ups, sets: s, log: log,
-		udp: &dns.Client{Net: "udp", Dialer: d, Timeout: 2 * time.Second, UDPSize: dns.MaxMsgSize},
+		udp: &dns.Client{Net: "udp", Dialer: d, Timeout: 2 * time.Second, UDPSize: 4096},
 		tcp: &dns.Client{Net: "tcp", Dialer: d, Timeout: 3 * time.Second},
 	}, nil
 }

@@ -23,6 +23,13 @@ const (
 	prefixNotAllowed = "devbox:not-allowed"
 )
 
+func familyOf(a netip.Addr) Family {
+	if a.Is4() {
+		return IPv4
+	}
+	return IPv6
+}
+
 // Family is an IP family: the rules and sets exist once per family.
 type Family int
 

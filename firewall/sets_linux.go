@@ -31,13 +31,6 @@ func openSets() (*sets, error) {
 
 func (s *sets) Close() { s.h.Close() }
 
-func familyOf(a netip.Addr) Family {
-	if a.Is4() {
-		return IPv4
-	}
-	return IPv6
-}
-
 func nlFamily(f Family) uint8 {
 	if f == IPv4 {
 		return unix.AF_INET

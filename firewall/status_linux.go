@@ -12,40 +12,6 @@ import (
 	"github.com/coreos/go-iptables/iptables"
 )
 
-// Status is what `devbox firewall status` shows.
-type Status struct {
-	Families []FamilyStatus `json:"families"`
-	Sets     map[string]int `json:"sets"`
-	Daemon   DaemonStatus   `json:"daemon"`
-	LogFile  string         `json:"logFile,omitempty"`
-}
-
-// FamilyStatus is one family's rules and counters.
-type FamilyStatus struct {
-	Family string `json:"family"`
-	// Loaded is true when every devbox jump is in place.
-	Loaded bool `json:"loaded"`
-	// Policy is the OUTPUT chain's policy.
-	Policy string `json:"outputPolicy"`
-	// Rules are DEVBOX-OUTPUT's rules with their packet and byte counters.
-	Rules []RuleCounter `json:"rules"`
-}
-
-// RuleCounter is one rule and what it matched.
-type RuleCounter struct {
-	Rule    string `json:"rule"`
-	Packets uint64 `json:"packets"`
-	Bytes   uint64 `json:"bytes"`
-}
-
-// DaemonStatus is the DNS filter's state.
-type DaemonStatus struct {
-	PID     int     `json:"pid,omitempty"`
-	Running bool    `json:"running"`
-	Health  *Health `json:"health,omitempty"`
-	Error   string  `json:"error,omitempty"`
-}
-
 // ReadStatus reads the rules, counters, set sizes and the daemon's health.
 func ReadStatus(ctx context.Context, cfg Config) (Status, error) {
 	cfg = cfg.WithDefaults()
