@@ -1,0 +1,406 @@
+package image_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/devbox-dev/devbox/internal/devboxtest"
+	"github.com/devbox-dev/devbox/internal/devcontainer"
+	"github.com/devbox-dev/devbox/internal/image"
+	"github.com/devbox-dev/devbox/internal/policy"
+	"github.com/devbox-dev/devbox/internal/registry"
+)
+
+// e2eClaude is the Claude Code version the E2E build pins (its platform
+// tarball is 186 MB; BuildKit caches it between runs).
+const e2eClaude = "2.1.332"
+
+type e2eEnv struct {
+	buildkit, registry, base, dockerConfig string
+	devbox                                 string
+	docker                                 devboxtest.Docker
+	dir                                    string
+}
+
+func newE2E(t *testing.T) *e2eEnv {
+	t.Helper()
+	e := &e2eEnv{
+		buildkit:     devboxtest.BuildkitHost(t),
+		registry:     devboxtest.Env(t, "DEVBOX_REGISTRY"),
+		base:         devboxtest.Env(t, "DEVBOX_BASE_IMAGE"),
+		dockerConfig: devboxtest.Env(t, "DOCKER_CONFIG"),
+		docker:       devboxtest.DockerCLI(t),
+		dir:          t.TempDir(),
+	}
+	// A private copy: the shared test binary is rebuilt by other test
+	// processes, and a different binary is a different layer.
+	b, err := os.ReadFile(devboxtest.BuildDevbox(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.devbox = filepath.Join(e.dir, "devbox")
+	if err := os.WriteFile(e.devbox, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// writePolicy writes a policy for the E2E base and registry; allow is the
+// network allow list, the only thing the rebuild test changes.
+func (e *e2eEnv) writePolicy(t *testing.T, dir, repo string, allow ...string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(allow)
+	src := fmt.Sprintf(`{
+  // E2E policy (internal/image/e2e_test.go)
+  "image": {
+    "base": %q,
+    "user": { "name": "dev", "uid": 1000, "gid": 1000 },
+    "packages": ["git"],
+    "tag": %q,
+  },
+  "agent": { "claudeCode": %q },
+  "network": { "allow": %s },
+}
+`, e.base, e.registry+"/"+repo+":e2e", e2eClaude, a)
+	path := filepath.Join(dir, policy.DefaultFileName)
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// devboxCmd runs the devbox binary with the E2E environment plus env and
+// returns stdout and stderr.
+func (e *e2eEnv) devboxCmd(t *testing.T, env []string, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := exec.Command(e.devbox, args...)
+	cmd.Env = append(os.Environ(), "BUILDKIT_HOST="+e.buildkit, "DOCKER_CONFIG="+e.dockerConfig)
+	cmd.Env = append(cmd.Env, env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return strings.TrimSpace(stdout.String()), stderr.String(), err
+}
+
+func (e *e2eEnv) spec(t *testing.T, policyPath string) image.Spec {
+	t.Helper()
+	p, err := policy.Load(policyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := policy.ReadLock(policy.LockPath(policyPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Source as `devbox build` sets it by default, so the library builds
+	// here make the same image as the CLI.
+	return image.Spec{Policy: p, Lock: l, Platform: "linux/amd64", Source: "https://github.com/devbox-dev/devbox"}
+}
+
+func (e *e2eEnv) build(t *testing.T, spec image.Spec, push string) (*image.Result, error) {
+	t.Helper()
+	t.Setenv("DOCKER_CONFIG", e.dockerConfig)
+	ctx := context.Background()
+	c, err := image.Connect(ctx, e.buildkit, image.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return image.Build(ctx, c, image.BuildOptions{
+		Specs:         []image.Spec{spec},
+		DevboxVersion: "0.1.0-dev",
+		Binaries:      map[string]string{"linux/amd64": e.devbox},
+		Push:          []string{push},
+		Progress:      "quiet",
+	})
+}
+
+// TestE2EBuild is the image builder's end-to-end test: `devbox lock` and
+// `devbox build --push` against the test BuildKit, registry and base image;
+// then the image is inspected from the registry and run in the test Docker
+// engine with no network.
+func TestE2EBuild(t *testing.T) {
+	e := newE2E(t)
+	ctx := context.Background()
+	t.Setenv("DOCKER_CONFIG", e.dockerConfig)
+	dir := filepath.Join(e.dir, "repo")
+	polPath := e.writePolicy(t, dir, "devbox/e2e-image", "api.anthropic.com:443")
+
+	// devbox lock: base digest through the Docker config keychain (the
+	// registry has htpasswd auth), Claude Code pinned from npm metadata.
+	out, stderr, err := e.devboxCmd(t, nil, "lock", "--policy", polPath)
+	if err != nil {
+		t.Fatalf("devbox lock: %v\n%s", err, stderr)
+	}
+	lock, err := policy.ReadLock(policy.LockPath(polPath))
+	if err != nil {
+		t.Fatalf("devbox lock printed %q but: %v", out, err)
+	}
+	want, err := registry.Resolve(ctx, e.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lock.Base.Digest != want.DigestStr() {
+		t.Errorf("lock base digest %s, registry says %s", lock.Base.Digest, want.DigestStr())
+	}
+	if pk := lock.ClaudeCode.Platforms["linux/amd64"]; pk.Package != "@anthropic-ai/claude-code-linux-x64" || !strings.HasPrefix(pk.Integrity, "sha512-") {
+		t.Errorf("lock pins Claude Code as %+v", pk)
+	}
+
+	// devbox build --frozen --push prints repo@digest on stdout.
+	refsFile := filepath.Join(e.dir, "refs")
+	start := time.Now()
+	out, stderr, err = e.devboxCmd(t, nil, "build", "--policy", polPath, "--frozen", "--push", "--progress", "plain", "--image-refs", refsFile)
+	if err != nil {
+		t.Fatalf("devbox build: %v\n%s", err, stderr)
+	}
+	t.Logf("first build (CLI): %v", time.Since(start).Round(time.Millisecond))
+	repo := e.registry + "/devbox/e2e-image"
+	if !strings.HasPrefix(out, repo+"@sha256:") || strings.Contains(out, "\n") {
+		t.Fatalf("devbox build printed %q, want one %s@sha256:… line", out, repo)
+	}
+	if b, _ := os.ReadFile(refsFile); strings.TrimSpace(string(b)) != out {
+		t.Errorf("--image-refs wrote %q, stdout %q", b, out)
+	}
+	ref := out
+	digest1 := ref[strings.Index(ref, "@")+1:]
+
+	t.Run("config", func(t *testing.T) {
+		img, err := registry.Pull(ctx, ref, "linux/amd64")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := e.spec(t, polPath)
+		md, _ := image.Metadata(spec.Policy)
+		if got := cf.Config.Labels[image.MetadataLabel]; got != md {
+			t.Errorf("devcontainer.metadata label %s, want %s", got, md)
+		}
+		if cf.Config.User != "root" || strings.Join(cf.Config.Entrypoint, " ") != "/usr/local/bin/devbox entrypoint --" ||
+			strings.Join(cf.Config.Cmd, " ") != "sleep infinity" {
+			t.Errorf("config user %q entrypoint %q cmd %q", cf.Config.User, cf.Config.Entrypoint, cf.Config.Cmd)
+		}
+		if got := cf.Created.UTC(); !got.Equal(image.Created(spec.Lock)) {
+			t.Errorf("created %v, want the lock's SOURCE_DATE_EPOCH %v", got, image.Created(spec.Lock))
+		}
+		layers, _ := img.Layers()
+		var sizes []string
+		for _, l := range layers {
+			sz, _ := l.Size()
+			sizes = append(sizes, fmt.Sprintf("%.1fMB", float64(sz)/1e6))
+		}
+		t.Logf("layers (compressed, base first): %s", strings.Join(sizes, " "))
+	})
+
+	t.Run("inside", func(t *testing.T) {
+		pj, err := image.PolicyJSON(e.spec(t, polPath).Policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.docker.Run(t, "pull", "-q", ref)
+		script := strings.Join([]string{
+			"echo uid=$(id -u dev) gid=$(id -g dev) home=$(getent passwd dev | cut -d: -f6)",
+			"echo dns=$(id -u devbox-dns):$(getent passwd devbox-dns | cut -d: -f7)",
+			"echo sudo=$(command -v sudo || echo none)",
+			"echo setuid=$(find / -xdev -type f -perm /6000 | wc -l)",
+			"echo claude=$(claude --version)",
+			"echo devbox=$(" + devcontainer.BinaryPath + " --version | cut -d' ' -f1)",
+			"echo logdir=$(stat -c %u /var/log/devbox)",
+			"echo updater=$(cat " + image.ClaudeSettingsPath + ")",
+			"echo policy=$(sha256sum " + devcontainer.PolicyPath + " | cut -d' ' -f1)",
+		}, "; ")
+		got := e.docker.Run(t, "run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", ref, "-c", script)
+		sum := sha256Hex(pj)
+		for _, w := range []string{
+			"uid=1000 gid=1000 home=/home/dev",
+			"dns=998:/usr/sbin/nologin",
+			"sudo=none",
+			"setuid=0",
+			"claude=" + e2eClaude + " (Claude Code)",
+			"devbox=devbox",
+			"logdir=998",
+			`updater={"env":{"DISABLE_AUTOUPDATER":"1"}}`,
+			"policy=" + sum,
+		} {
+			if !strings.Contains(got, w+"\n") && !strings.HasSuffix(got, w) {
+				t.Errorf("inside the image: want %q in\n%s", w, got)
+			}
+		}
+	})
+
+	t.Run("devcontainer read-configuration", func(t *testing.T) {
+		cli := devboxtest.Env(t, "DEVBOX_DEVCONTAINER_CLI")
+		ws := filepath.Join(e.dir, "ws")
+		os.MkdirAll(filepath.Join(ws, ".devcontainer"), 0o755)
+		os.WriteFile(filepath.Join(ws, ".devcontainer", "devcontainer.json"), []byte(`{"image": "`+ref+`"}`), 0o644)
+		cmd := exec.Command(cli, "read-configuration", "--workspace-folder", ws, "--include-merged-configuration",
+			"--docker-path", e.docker.Path)
+		cmd.Env = e.docker.Env()
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		b, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("devcontainer read-configuration: %v\n%s", err, stderr.String())
+		}
+		var rc struct {
+			Merged struct {
+				RemoteUser    string   `json:"remoteUser"`
+				ContainerUser string   `json:"containerUser"`
+				CapAdd        []string `json:"capAdd"`
+				SecurityOpt   []string `json:"securityOpt"`
+				Init          bool     `json:"init"`
+				Entrypoints   []string `json:"entrypoints"`
+			} `json:"mergedConfiguration"`
+		}
+		if err := json.Unmarshal(b, &rc); err != nil {
+			t.Fatalf("%v\n%s", err, b)
+		}
+		m := rc.Merged
+		if m.RemoteUser != "dev" || m.ContainerUser != "root" || !m.Init ||
+			strings.Join(m.CapAdd, ",") != "NET_ADMIN,NET_RAW" || strings.Join(m.SecurityOpt, ",") != "no-new-privileges" ||
+			strings.Join(m.Entrypoints, ",") != devcontainer.BinaryPath+" entrypoint" {
+			t.Errorf("merged configuration read from the image: %+v", m)
+		}
+	})
+
+	t.Run("reproducible", func(t *testing.T) {
+		res, err := e.build(t, e.spec(t, polPath), repo+":e2e")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("second identical build: %v, digests %s and %s", res.Elapsed.Round(time.Millisecond), digest1, res.Digest)
+		if res.Digest != digest1 {
+			t.Errorf("identical rebuild gave %s, first build %s", res.Digest, digest1)
+		}
+		for _, v := range res.Steps() {
+			if !v.Cached {
+				t.Errorf("identical rebuild ran %s again", v.Name)
+			}
+		}
+	})
+
+	t.Run("network change rebuilds only the policy layer", func(t *testing.T) {
+		pol2 := e.writePolicy(t, filepath.Join(e.dir, "repo2"), "devbox/e2e-image", "api.anthropic.com:443", "registry.npmjs.org:443")
+		b, _ := os.ReadFile(policy.LockPath(polPath))
+		os.WriteFile(policy.LockPath(pol2), b, 0o644)
+		spec := e.spec(t, pol2)
+		if err := spec.Lock.Check(spec.Policy, "", []string{"linux/amd64"}); err != nil {
+			t.Fatalf("a network change made the lock stale: %v", err)
+		}
+		res, err := e.build(t, spec, repo+":e2e-net")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("policy-only rebuild: %v -> %s", res.Elapsed.Round(time.Millisecond), res.Digest)
+		if res.Digest == digest1 {
+			t.Error("a different policy gave the same digest")
+		}
+		var ran []string
+		for _, v := range res.Steps() {
+			if !v.Cached {
+				ran = append(ran, v.Name)
+			}
+		}
+		if strings.Join(ran, ",") != image.VertexPrefix+"policy" {
+			t.Errorf("steps rebuilt after a network-only change: %q, want only the policy", ran)
+		}
+		if len(res.Steps()) < 5 {
+			t.Errorf("only %d steps reported; the cache assertion is empty", len(res.Steps()))
+		}
+	})
+
+	t.Run("wrong claude sha512 fails and pushes nothing", func(t *testing.T) {
+		spec := e.spec(t, polPath)
+		pk := spec.Lock.ClaudeCode.Platforms["linux/amd64"]
+		pk.Integrity = "sha512-" + strings.Repeat("A", 86) + "=="
+		spec.Lock.ClaudeCode.Platforms["linux/amd64"] = pk
+		tag := repo + ":e2e-badsum"
+		_, err := e.build(t, spec, tag)
+		if err == nil || !strings.Contains(err.Error(), "claude-verify failed") || !strings.Contains(err.Error(), "does not match the lock") {
+			t.Fatalf("build with a wrong sha512 = %v, want a claude-verify failure", err)
+		}
+		if ok, err := registry.Exists(ctx, tag); err != nil || ok {
+			t.Errorf("after a failed build, %s exists=%v (%v)", tag, ok, err)
+		}
+	})
+
+	t.Run("missing base digest fails and pushes nothing", func(t *testing.T) {
+		spec := e.spec(t, polPath)
+		spec.Lock.Base.Digest = "sha256:" + strings.Repeat("0", 64)
+		tag := repo + ":e2e-nobase"
+		_, err := e.build(t, spec, tag)
+		if err == nil || !strings.Contains(err.Error(), "not found") {
+			t.Fatalf("build from a missing base digest = %v, want not found", err)
+		}
+		if ok, err := registry.Exists(ctx, tag); err != nil || ok {
+			t.Errorf("after a failed build, %s exists=%v (%v)", tag, ok, err)
+		}
+	})
+
+	t.Run("bad credentials", func(t *testing.T) {
+		bad := filepath.Join(e.dir, "bad-docker-config")
+		os.MkdirAll(bad, 0o700)
+		auth := fmt.Sprintf(`{"auths":{%q:{"auth":"ZGV2Ym94Ondyb25n"}}}`, e.registry) // devbox:wrong
+		os.WriteFile(filepath.Join(bad, "config.json"), []byte(auth), 0o600)
+		_, stderr, err := e.devboxCmd(t, []string{"DOCKER_CONFIG=" + bad}, "lock", "--policy", polPath)
+		if err == nil || !strings.Contains(stderr, "refused the credentials") {
+			t.Errorf("devbox lock with wrong credentials: %v\n%s", err, stderr)
+		}
+		tag := repo + ":e2e-badcreds"
+		_, stderr, err = e.devboxCmd(t, []string{"DOCKER_CONFIG=" + bad}, "build", "--policy", polPath, "--frozen", "--push", "--tag", tag, "--progress", "plain")
+		if err == nil {
+			t.Fatal("devbox build --push with wrong credentials succeeded")
+		}
+		if !strings.Contains(stderr, "401") && !strings.Contains(strings.ToLower(stderr), "unauthorized") {
+			t.Errorf("the error does not say the registry refused the credentials:\n%s", lastLines(stderr, 5))
+		}
+		if ok, err := registry.Exists(ctx, tag); err != nil || ok {
+			t.Errorf("after a refused push, %s exists=%v (%v)", tag, ok, err)
+		}
+	})
+
+	t.Run("push copies keeping the digest", func(t *testing.T) {
+		ociDir := filepath.Join(e.dir, "oci")
+		_, stderr, err := e.devboxCmd(t, nil, "build", "--policy", polPath, "--frozen", "--output", "oci="+ociDir, "--progress", "plain")
+		if err != nil {
+			t.Fatalf("devbox build --output: %v\n%s", err, lastLines(stderr, 20))
+		}
+		out, stderr, err := e.devboxCmd(t, nil, "push", ociDir, repo+":e2e-copy", e.registry+"/devbox/e2e-copy2")
+		if err != nil {
+			t.Fatalf("devbox push: %v\n%s", err, stderr)
+		}
+		want := repo + "@" + digest1 + "\n" + e.registry + "/devbox/e2e-copy2@" + digest1
+		if out != want {
+			t.Errorf("devbox push printed\n%s\nwant\n%s", out, want)
+		}
+	})
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
