@@ -80,14 +80,26 @@ func tail(s string) string {
 
 // policyFor is the sample repository's policy: one allowed destination,
 // no Claude Code (the build stays small; the fence does not depend on it).
-func policyFor(e env, tag string) string {
+//
+// KNOWN GAP (reported): the DNS upstream is the world's resolver, named
+// explicitly. With the default (resolv.conf, i.e. Docker's embedded
+// resolver 127.0.0.11 on a user-defined network), Docker forwards the
+// filter's query from inside the container's network namespace, unmarked,
+// so the fence redirects it back to the filter: a loop, and no allowed
+// name resolves. The default bridge network has no embedded resolver and is
+// not affected.
+func policyFor(e env, w *world, tag string) string {
 	return fmt.Sprintf(`// e2e sample policy
 {
   "image": {"base": %q, "user": {"name": "dev", "uid": 1000, "gid": 1000}, "tag": %q},
   "agent": {"claudeCode": "none"},
-  "network": {"allow": ["allowed.test:8080"], "log": {"blocked": true}},
+  "network": {
+    "allow": ["allowed.test:8080"],
+    "dns": {"upstream": [%q]},
+    "log": {"blocked": true},
+  },
 }
-`, e.base, tag)
+`, e.base, tag, w.W1+":53")
 }
 
 // sampleRepo makes a git repository with the policy, locks it and runs
@@ -99,7 +111,7 @@ func sampleRepo(t *testing.T, e env, w *world, image string) string {
 	os.MkdirAll(filepath.Join(dir, ".devcontainer"), 0o755)
 	run(t, dir, nil, "git", "init", "-q", ".")
 	os.WriteFile(filepath.Join(dir, ".git/hooks/pre-commit"), []byte("#!/bin/sh\nexit 0\n"), 0o755)
-	os.WriteFile(filepath.Join(dir, ".devcontainer/devbox.policy.jsonc"), []byte(policyFor(e, e.registry+"/devbox/e2e:unused")), 0o644)
+	os.WriteFile(filepath.Join(dir, ".devcontainer/devbox.policy.jsonc"), []byte(policyFor(e, w, e.registry+"/devbox/e2e:unused")), 0o644)
 	run(t, dir, nil, e.devbox, "lock", ".devcontainer/devbox.policy.jsonc")
 	args := []string{"init"}
 	if image != "" {
@@ -181,7 +193,8 @@ func fenceStatus(t *testing.T, d devboxtest.Docker, id, notStartID string) entry
 		out, err := d.Command(context.Background(), "exec", id, "cat", entrypoint.StatusPath).CombinedOutput()
 		if err != nil {
 			logs, _ := d.Command(context.Background(), "logs", id).CombinedOutput()
-			return false, fmt.Sprintf("%v: %s\nlogs:\n%s", err, out, tail(string(logs)))
+			state, _ := d.Command(context.Background(), "inspect", "--format", "{{json .State}}", id).CombinedOutput()
+			return false, fmt.Sprintf("%v: %s\nstate: %s\nlogs:\n%s", err, out, state, tail(string(logs)))
 		}
 		st = entrypoint.Status{}
 		if err := json.Unmarshal(out, &st); err != nil {
@@ -253,7 +266,9 @@ func dnsFilterDown(t *testing.T, e env, w *world, id string, execUser func(args 
 	t.Helper()
 	e.d.Run(t, "exec", "-u", "root", id, "sh", "-c", "kill -9 $(cat /run/devbox/dns.pid)")
 	waitFor(t, 10*time.Second, "DNS filter gone", func() (bool, string) {
-		out, _ := e.d.Command(context.Background(), "exec", id, "sh", "-c", `grep -l "^Uid:[[:space:]]*998[[:space:]]" /proc/[0-9]*/status`).CombinedOutput()
+		// A zombie (dead, not yet reaped) does not count.
+		out, _ := e.d.Command(context.Background(), "exec", id, "sh", "-c",
+			`for s in /proc/[0-9]*/status; do grep -q "^Uid:[[:space:]]*998[[:space:]]" $s && ! grep -q "^State:[[:space:]]*Z" $s && echo $s; done; true`).CombinedOutput()
 		return strings.TrimSpace(string(out)) == "", string(out)
 	})
 	// Deny-all, not allow-all: the allowed name no longer resolves, and
@@ -339,7 +354,7 @@ func TestFence(t *testing.T) {
 		if out, err := dexec("id", "-u").Output(); err != nil || strings.TrimSpace(string(out)) == "0" {
 			t.Fatalf("devcontainer exec runs as uid %q (%v), want the non-root remote user", out, err)
 		}
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 3)
+		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2)
 		if out, err := dexec("devbox", "doctor", "--workspace", ws).CombinedOutput(); err != nil {
 			t.Errorf("devbox doctor as the remote user: %v\n%s", err, out)
 		}
@@ -347,7 +362,7 @@ func TestFence(t *testing.T) {
 		// Restart: the entrypoint runs again and fences again.
 		e.d.Run(t, "restart", "-t", "2", id)
 		requireFenced(t, e.d, id, first.StartID)
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 3)
+		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2)
 
 		dnsFilterDown(t, e, w, id, dexec)
 	})
@@ -356,7 +371,7 @@ func TestFence(t *testing.T) {
 		repo := filepath.Join(t.TempDir(), "img")
 		os.MkdirAll(repo, 0o755)
 		tag := e.registry + "/devbox/e2e:" + w.Nonce
-		os.WriteFile(filepath.Join(repo, "devbox.policy.jsonc"), []byte(policyFor(e, tag)), 0o644)
+		os.WriteFile(filepath.Join(repo, "devbox.policy.jsonc"), []byte(policyFor(e, w, tag)), 0o644)
 		out := run(t, repo, []string{"BUILDKIT_HOST=" + e.buildkit}, e.devbox, "build", "--push", "--progress", "plain", "--policy", "devbox.policy.jsonc")
 		for _, line := range strings.Split(out, "\n") {
 			if strings.Contains(line, "@sha256:") {
@@ -383,10 +398,10 @@ func TestFence(t *testing.T) {
 			return c
 		}
 		ws := "/workspaces/" + filepath.Base(repo)
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 3)
+		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2)
 		e.d.Run(t, "restart", "-t", "2", id)
 		requireFenced(t, e.d, id, first.StartID)
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 3)
+		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2)
 		dnsFilterDown(t, e, w, id, dexec)
 	})
 
@@ -406,10 +421,10 @@ func TestFence(t *testing.T) {
 		dexec := func(args ...string) *exec.Cmd {
 			return e.d.Command(context.Background(), append([]string{"exec", "-u", "dev", id}, args...)...)
 		}
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs("")...)...), 35, 3)
+		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs("")...)...), 35, 2)
 		e.d.Run(t, "restart", "-t", "2", id)
 		requireFenced(t, e.d, id, first.StartID)
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs("")...)...), 35, 3)
+		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs("")...)...), 35, 2)
 		dnsFilterDown(t, e, w, id, dexec)
 	})
 

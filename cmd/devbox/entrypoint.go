@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -94,13 +96,9 @@ func runEntrypoint(c *cli.Context) error {
 		warn: stderr,
 	}
 	startID := entrypoint.StartID()
-	if st, ok := entrypoint.FencedThisStart(statusPath, startID); ok && len(argv) > 0 {
-		// The label's entrypoint already fenced this start (the Dev
-		// Containers CLI then execs the image's ENTRYPOINT when
-		// overrideCommand is false): only the privilege drop is left.
-		fmt.Fprintf(c.App.Writer, "devbox: already fenced at %s during this container start\n", st.Time.Format(time.RFC3339))
-	} else {
-		_, err = entrypoint.Run(c.Context, entrypoint.Options{
+	switch st, ok := entrypoint.FencedThisStart(statusPath, startID); {
+	case len(argv) == 0:
+		if _, err := entrypoint.Run(c.Context, entrypoint.Options{
 			Fence:      fence,
 			StatusPath: statusPath,
 			Policy:     policyPath,
@@ -108,15 +106,31 @@ func runEntrypoint(c *cli.Context) error {
 			StartID:    startID,
 			Stdout:     c.App.Writer,
 			Stderr:     stderr,
-			Start:      processStart,
-		})
-		if err != nil {
+			Start:      startTime(),
+		}); err != nil {
 			// Already printed loudly by Run; the exit status is what remains.
 			return cli.Exit("", 1)
 		}
-	}
-	if len(argv) == 0 {
 		return nil
+	case ok:
+		// The label's entrypoint already fenced this start (the Dev
+		// Containers CLI then execs the image's ENTRYPOINT when
+		// overrideCommand is false): only the privilege drop is left.
+		fmt.Fprintf(c.App.Writer, "devbox: already fenced at %s during this container start\n", st.Time.Format(time.RFC3339))
+	default:
+		// Fence from a child process: the DNS filter it starts is then
+		// not a child of CMD, which would never reap it (a dead filter
+		// would linger as a zombie). With an init (the label's init: true,
+		// docker run --init) the orphaned filter is reaped by it.
+		child := exec.CommandContext(c.Context, self, fenceArgs(c)...)
+		child.Stdout, child.Stderr = c.App.Writer, stderr
+		child.Env = append(os.Environ(), fmt.Sprintf("%s=%d", startEnv, processStart.UnixNano()))
+		if err := child.Run(); err != nil {
+			if _, ok := err.(*exec.ExitError); !ok {
+				fmt.Fprintf(stderr, "devbox: entrypoint: %v\n", err)
+			}
+			return cli.Exit("", 1)
+		}
 	}
 	if userName == "" {
 		return errors.New("entrypoint: no user to run the command as: set image.user.name in the policy or pass --user")
@@ -126,6 +140,32 @@ func runEntrypoint(c *cli.Context) error {
 		return fmt.Errorf("entrypoint: %w", err)
 	}
 	return entrypoint.DropAndExec(acct, argv, os.Environ())
+}
+
+// startEnv passes the parent entrypoint's start time to the child that
+// installs the fence, so the elapsed time it prints covers both.
+const startEnv = "DEVBOX_ENTRYPOINT_START"
+
+func startTime() time.Time {
+	if v, err := strconv.ParseInt(os.Getenv(startEnv), 10, 64); err == nil {
+		return time.Unix(0, v)
+	}
+	return processStart
+}
+
+// fenceArgs is this command's flags without CMD: the child that installs
+// the fence.
+func fenceArgs(c *cli.Context) []string {
+	args := []string{"entrypoint", "--policy", c.String("policy"), "--status", c.String("status")}
+	if u := c.String("user"); u != "" {
+		args = append(args, "--user", u)
+	}
+	for _, f := range []string{"verify-allowed", "verify-denied", "verify-refused"} {
+		for _, v := range c.StringSlice(f) {
+			args = append(args, "--"+f, v)
+		}
+	}
+	return args
 }
 
 // splitList accepts both repeated flags and one comma-separated env value.

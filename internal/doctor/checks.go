@@ -104,7 +104,9 @@ func (c *checker) procs(uid int) []int {
 			continue
 		}
 		ps, err := entrypoint.ParseProcStatus(string(b))
-		if err == nil && ps.UID[0] == uid {
+		// A zombie is a process that died and was not reaped: it serves
+		// nothing.
+		if err == nil && ps.UID[0] == uid && !ps.Zombie() {
 			pids = append(pids, pid)
 		}
 	}

@@ -115,6 +115,12 @@ func TestRun(t *testing.T) {
 			detail: "denied (fail closed, not open)",
 		},
 		{
+			name:   "dns filter a zombie",
+			edit:   func(f map[string]string, _ *fakeSys) { f["/proc/42/status"] = "State:\tZ (zombie)\n" + dnsStatus },
+			want:   map[string]Level{"dns filter": Fail},
+			detail: "denied (fail closed, not open)",
+		},
+		{
 			name: "no_new_privs off, sudo and setuid present",
 			edit: func(f map[string]string, s *fakeSys) {
 				f["/proc/self/status"] = strings.Replace(userStatus, "NoNewPrivs:\t1", "NoNewPrivs:\t0", 1)

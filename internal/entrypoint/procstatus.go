@@ -8,6 +8,8 @@ import (
 
 // ProcStatus is what /proc/<pid>/status says about a process's privileges.
 type ProcStatus struct {
+	// State is the one-letter state ("R", "S", "Z" for a zombie, ...).
+	State    string
 	UID, GID [4]int // real, effective, saved, filesystem
 	// Capability sets as bit masks.
 	CapInh, CapPrm, CapEff, CapBnd, CapAmb uint64
@@ -61,6 +63,10 @@ func ParseProcStatus(text string) (ProcStatus, error) {
 			case "CapAmb":
 				ps.CapAmb = n
 			}
+		case "State":
+			if f := strings.Fields(v); len(f) > 0 {
+				ps.State = f[0]
+			}
 		case "NoNewPrivs":
 			ps.NoNewPrivs = v == "1"
 		case "Seccomp":
@@ -79,6 +85,10 @@ func ParseProcStatus(text string) (ProcStatus, error) {
 	}
 	return ps, nil
 }
+
+// Zombie reports whether the process has exited and waits to be reaped:
+// it holds no socket and does nothing, whatever its uid.
+func (ps ProcStatus) Zombie() bool { return ps.State == "Z" }
 
 // Unprivileged reports why the process is not unprivileged: any capability
 // in its effective, permitted, inheritable or ambient set, or no_new_privs

@@ -18,6 +18,7 @@ Seccomp:	2
 `
 
 const userStatus = `Name:	cat
+State:	S (sleeping)
 Uid:	1000	1000	1000	1000
 Gid:	1000	1000	1000	1000
 CapInh:	0000000000000000
@@ -62,6 +63,18 @@ func TestParseProcStatus(t *testing.T) {
 				t.Errorf("Unprivileged() = %v, want %q", uerr, tc.wantUnpriv)
 			}
 		})
+	}
+}
+
+func TestZombie(t *testing.T) {
+	for text, want := range map[string]bool{userStatus: false, strings.Replace(userStatus, "S (sleeping)", "Z (zombie)", 1): true} {
+		ps, err := ParseProcStatus(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ps.Zombie() != want {
+			t.Errorf("Zombie() = %v for state %q", ps.Zombie(), ps.State)
+		}
 	}
 }
 

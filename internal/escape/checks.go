@@ -415,10 +415,18 @@ func uidProcesses(uid int) ([]int, error) {
 		if err != nil {
 			continue
 		}
+		uidMatch, zombie := false, false
 		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "Uid:" && f[1] == strconv.Itoa(uid) {
-				pids = append(pids, pid)
+			f := strings.Fields(line)
+			if len(f) >= 2 && f[0] == "Uid:" && f[1] == strconv.Itoa(uid) {
+				uidMatch = true
 			}
+			if len(f) >= 2 && f[0] == "State:" && f[1] == "Z" {
+				zombie = true
+			}
+		}
+		if uidMatch && !zombie {
+			pids = append(pids, pid)
 		}
 	}
 	return pids, nil
