@@ -31,7 +31,7 @@ type env struct {
 	worldd   string
 }
 
-func setup(t *testing.T) env {
+func setup(t testing.TB) env {
 	t.Helper()
 	e := env{
 		d:        devboxtest.DockerCLI(t),
@@ -50,7 +50,7 @@ func setup(t *testing.T) env {
 
 // run runs a command in dir with env extra, failing t on error; it
 // returns stdout.
-func run(t *testing.T, dir string, extra []string, name string, args ...string) string {
+func run(t testing.TB, dir string, extra []string, name string, args ...string) string {
 	t.Helper()
 	out, err := runErr(dir, extra, name, args...)
 	if err != nil {
@@ -105,7 +105,7 @@ func policyFor(e env, w *world, tag string) string {
 // sampleRepo makes a git repository with the policy, locks it and runs
 // `devbox init` (with --image when image is set), then points the
 // generated devcontainer.json at the world.
-func sampleRepo(t *testing.T, e env, w *world, image string) string {
+func sampleRepo(t testing.TB, e env, w *world, image string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "repo")
 	os.MkdirAll(filepath.Join(dir, ".devcontainer"), 0o755)
@@ -124,7 +124,7 @@ func sampleRepo(t *testing.T, e env, w *world, image string) string {
 
 // patchConfig adds what only a test knows: the world's network and DNS,
 // and the self-test's targets.
-func patchConfig(t *testing.T, path string, w *world, buildMode bool) {
+func patchConfig(t testing.TB, path string, w *world, buildMode bool) {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -167,7 +167,7 @@ func patchConfig(t *testing.T, path string, w *world, buildMode bool) {
 }
 
 // devcontainerUp runs `devcontainer up` and returns the container id.
-func devcontainerUp(t *testing.T, e env, repo string) string {
+func devcontainerUp(t testing.TB, e env, repo string) string {
 	t.Helper()
 	out, err := runErr(repo, []string{"DOCKER_HOST=" + e.d.Host}, e.dcli, "up", "--workspace-folder", repo, "--docker-path", e.d.Path)
 	var res struct {
@@ -186,7 +186,7 @@ func devcontainerUp(t *testing.T, e env, repo string) string {
 }
 
 // fenceStatus waits for the entrypoint to finish and returns its status.
-func fenceStatus(t *testing.T, d devboxtest.Docker, id, notStartID string) entrypoint.Status {
+func fenceStatus(t testing.TB, d devboxtest.Docker, id, notStartID string) entrypoint.Status {
 	t.Helper()
 	var st entrypoint.Status
 	waitFor(t, 60*time.Second, "fence status in "+id[:12], func() (bool, string) {
@@ -205,7 +205,7 @@ func fenceStatus(t *testing.T, d devboxtest.Docker, id, notStartID string) entry
 	return st
 }
 
-func requireFenced(t *testing.T, d devboxtest.Docker, id, notStartID string) entrypoint.Status {
+func requireFenced(t testing.TB, d devboxtest.Docker, id, notStartID string) entrypoint.Status {
 	t.Helper()
 	st := fenceStatus(t, d, id, notStartID)
 	if st.State != entrypoint.Fenced {
@@ -217,7 +217,7 @@ func requireFenced(t *testing.T, d devboxtest.Docker, id, notStartID string) ent
 }
 
 // prepare copies the escape suite in and plants a root-only secret.
-func prepare(t *testing.T, e env, id string) {
+func prepare(t testing.TB, e env, id string) {
 	t.Helper()
 	e.d.Run(t, "cp", e.escape, id+":/usr/local/bin/devbox-escape")
 	e.d.Run(t, "exec", "-u", "root", id, "sh", "-c", "umask 077 && echo s3cret > /root/devbox-secret")
@@ -227,7 +227,7 @@ var summaryRE = regexp.MustCompile(`(\d+) attempts, (\d+) escapes; (\d+) allowed
 
 // escapeSuite runs devbox-escape through cmd and requires 0 escapes,
 // nothing broken, and at least minAttempts attempts.
-func escapeSuite(t *testing.T, cmd *exec.Cmd, minAttempts, wantAllowed int) string {
+func escapeSuite(t testing.TB, cmd *exec.Cmd, minAttempts, wantAllowed int) string {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -251,7 +251,7 @@ func escapeSuite(t *testing.T, cmd *exec.Cmd, minAttempts, wantAllowed int) stri
 
 // procStatus finds the process named name in the container and returns
 // its /proc status as root reads it.
-func procStatus(t *testing.T, d devboxtest.Docker, id, name string) entrypoint.ProcStatus {
+func procStatus(t testing.TB, d devboxtest.Docker, id, name string) entrypoint.ProcStatus {
 	t.Helper()
 	out := d.Run(t, "exec", "-u", "root", id, "sh", "-c",
 		`for p in /proc/[0-9]*; do if grep -q "^Name:[[:space:]]*`+name+`$" $p/status 2>/dev/null; then cat $p/status; exit 0; fi; done; exit 1`)
@@ -262,7 +262,7 @@ func procStatus(t *testing.T, d devboxtest.Docker, id, name string) entrypoint.P
 	return ps
 }
 
-func dnsFilterDown(t *testing.T, e env, w *world, id string, execUser func(args ...string) *exec.Cmd) {
+func dnsFilterDown(t testing.TB, e env, w *world, id string, execUser func(args ...string) *exec.Cmd) {
 	t.Helper()
 	e.d.Run(t, "exec", "-u", "root", id, "sh", "-c", "kill -9 $(cat /run/devbox/dns.pid)")
 	waitFor(t, 10*time.Second, "DNS filter gone", func() (bool, string) {
@@ -305,7 +305,7 @@ func dropPairs(args []string, flags ...string) []string {
 // out: a tunnelling query, or a connection to a denied address or port.
 // Queries and connections of the test's own control container are
 // expected (they prove the log records what arrives).
-func checkWorldLog(t *testing.T, w *world, control string) {
+func checkWorldLog(t testing.TB, w *world, control string) {
 	t.Helper()
 	log := w.log(t)
 	if !strings.Contains(log, control) {
@@ -327,6 +327,28 @@ func checkWorldLog(t *testing.T, w *world, control string) {
 	if !strings.Contains(log, "conn tcp "+w.W1+":8080") {
 		t.Errorf("no allowed connection in the world's log:\n%s", log)
 	}
+}
+
+// buildImage builds the sample policy's image with `devbox build --push`
+// and returns its REPO@sha256:… reference.
+func buildImage(t testing.TB, e env, w *world) string {
+	t.Helper()
+	repo := filepath.Join(t.TempDir(), "img")
+	os.MkdirAll(repo, 0o755)
+	tag := e.registry + "/devbox/e2e:" + w.Nonce
+	os.WriteFile(filepath.Join(repo, "devbox.policy.jsonc"), []byte(policyFor(e, w, tag)), 0o644)
+	out := run(t, repo, []string{"BUILDKIT_HOST=" + e.buildkit}, e.devbox, "build", "--push", "--progress", "plain", "--policy", "devbox.policy.jsonc")
+	var image string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "@sha256:") {
+			image = strings.TrimSpace(line)
+		}
+	}
+	if image == "" {
+		t.Fatalf("devbox build --push printed no REPO@sha256 reference:\n%s", out)
+	}
+	t.Logf("pushed %s", image)
+	return image
 }
 
 func TestFence(t *testing.T) {
@@ -367,22 +389,7 @@ func TestFence(t *testing.T) {
 		dnsFilterDown(t, e, w, id, dexec)
 	})
 
-	t.Run("build and push", func(t *testing.T) {
-		repo := filepath.Join(t.TempDir(), "img")
-		os.MkdirAll(repo, 0o755)
-		tag := e.registry + "/devbox/e2e:" + w.Nonce
-		os.WriteFile(filepath.Join(repo, "devbox.policy.jsonc"), []byte(policyFor(e, w, tag)), 0o644)
-		out := run(t, repo, []string{"BUILDKIT_HOST=" + e.buildkit}, e.devbox, "build", "--push", "--progress", "plain", "--policy", "devbox.policy.jsonc")
-		for _, line := range strings.Split(out, "\n") {
-			if strings.Contains(line, "@sha256:") {
-				image = strings.TrimSpace(line)
-			}
-		}
-		if image == "" {
-			t.Fatalf("devbox build --push printed no REPO@sha256 reference:\n%s", out)
-		}
-		t.Logf("pushed %s", image)
-	})
+	t.Run("build and push", func(t *testing.T) { image = buildImage(t, e, w) })
 
 	t.Run("devcontainer/image", func(t *testing.T) {
 		if image == "" {

@@ -37,7 +37,7 @@ func randHex(n int) string {
 }
 
 // goBuild builds a main package of this module, static, into dir.
-func goBuild(t *testing.T, pkg, dir string) string {
+func goBuild(t testing.TB, pkg, dir string) string {
 	t.Helper()
 	out := filepath.Join(dir, filepath.Base(pkg))
 	cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
@@ -51,7 +51,7 @@ func goBuild(t *testing.T, pkg, dir string) string {
 
 // startWorld creates the network and the two world containers from the
 // base image, with the worldd binary bind-mounted read-only.
-func startWorld(t *testing.T, d devboxtest.Docker, base, worldd string) *world {
+func startWorld(t testing.TB, d devboxtest.Docker, base, worldd string) *world {
 	t.Helper()
 	w := &world{d: d, Nonce: "n" + randHex(6)}
 	// A /24 and a ULA /64 that no other network on this daemon uses:
@@ -107,7 +107,7 @@ func startWorld(t *testing.T, d devboxtest.Docker, base, worldd string) *world {
 
 // log stops the world (worldd prints what it saw when it stops) and
 // returns every query and connection line of both servers.
-func (w *world) log(t *testing.T) string {
+func (w *world) log(t testing.TB) string {
 	t.Helper()
 	var all strings.Builder
 	for _, name := range w.names {
@@ -163,7 +163,7 @@ func (w *world) escapeArgs(workspace string) []string {
 
 // waitFor polls cond until it holds or the limit passes. The limit is a
 // bound on a hang, not a timed assertion.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
+func waitFor(t testing.TB, limit time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	var last string
