@@ -142,7 +142,7 @@ func helperProbe(args []string) int {
 	case "dns": // dns SERVER NAME TYPE NET
 		m := new(dns.Msg)
 		m.SetQuestion(dns.Fqdn(args[2]), dns.StringToType[args[3]])
-		c := &dns.Client{Net: args[4], Timeout: 2 * time.Second}
+		c := &dns.Client{Net: args[4], Timeout: 5 * time.Second} // longer than the filter's upstream timeout
 		r, _, err := c.Exchange(m, arg)
 		if err != nil {
 			return fail(err)

@@ -149,13 +149,11 @@ func (s *sets) loadSets(cfg Config) (int, error) {
 			if err := s.create(tmp, kind, f); err != nil {
 				return n, err
 			}
-			for _, e := range static[name] {
-				if err := s.add(tmp, e, 0); err != nil {
-					s.h.IpsetDestroy(tmp)
-					return n, err
-				}
-				n++
+			if err := addBatch(tmp, static[name], 0); err != nil {
+				s.h.IpsetDestroy(tmp)
+				return n, err
 			}
+			n += len(static[name])
 			if err := s.h.IpsetSwap(tmp, name); err != nil {
 				s.h.IpsetDestroy(tmp)
 				return n, fmt.Errorf("swap set %s: %w", name, err)
