@@ -23,6 +23,7 @@ sandbox commands. As root it also reads the firewall rules.
 The exit status is 1 when something that should be enforced is not.`,
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only what is not enforced (nothing when all is well): for a login banner"},
 		&cli.StringFlag{Name: "workspace", Usage: "the repository mounted in the container (default: the current directory)"},
 		&cli.StringFlag{Name: "status", Value: entrypoint.StatusPath, Usage: "the entrypoint's status `FILE`"},
 		&cli.StringFlag{Name: "policy", Value: devcontainer.PolicyPath, Usage: "the policy `FILE` baked into the image"},
@@ -39,9 +40,12 @@ The exit status is 1 when something that should be enforced is not.`,
 			DNSUID:     devcontainer.DNSUID,
 		})
 		var err error
-		if c.Bool("json") {
+		switch {
+		case c.Bool("json"):
 			err = rep.WriteJSON(c.App.Writer)
-		} else {
+		case c.Bool("quiet"):
+			err = rep.WriteProblems(c.App.ErrWriter)
+		default:
 			err = rep.WriteText(c.App.Writer)
 		}
 		if err != nil {

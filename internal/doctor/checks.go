@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -244,7 +245,20 @@ func (c *checker) privilegeTools() {
 		c.add("sudo", OK, "", "sudo is not installed")
 	}
 	var found []string
+	var seen []fs.FileInfo
+dirs:
 	for _, dir := range []string{"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin"} {
+		// On merged-/usr systems /bin is /usr/bin: list each directory once.
+		fi, err := c.sys.Stat(dir)
+		if err != nil {
+			continue
+		}
+		for _, s := range seen {
+			if os.SameFile(s, fi) {
+				continue dirs
+			}
+		}
+		seen = append(seen, fi)
 		ents, err := c.sys.ReadDir(dir)
 		if err != nil {
 			continue

@@ -119,6 +119,21 @@ func (r Report) WriteText(w io.Writer) error {
 	return err
 }
 
+// WriteProblems prints only what is not enforced or weaker than it should
+// be, one line each with its fix, and nothing when all is well: the form a
+// login banner shows.
+func (r Report) WriteProblems(w io.Writer) error {
+	for _, f := range r.Findings {
+		if f.Level != Fail && f.Level != Warn {
+			continue
+		}
+		if _, err := fmt.Fprintf(w, "devbox: %s %s: %s (fix: %s)\n", mark(f.Level), f.Check, f.Detail, f.Fix); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // WriteJSON prints the report as JSON.
 func (r Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)

@@ -218,8 +218,17 @@ func TestRun(t *testing.T) {
 			if rep.Enforced != tc.enforced {
 				t.Errorf("enforced = %v, want %v", rep.Enforced, tc.enforced)
 			}
-			var text, js bytes.Buffer
+			var text, js, problems bytes.Buffer
 			rep.WriteText(&text)
+			rep.WriteProblems(&problems)
+			for _, line := range strings.Split(strings.TrimSpace(problems.String()), "\n") {
+				if line != "" && !strings.Contains(line, "(fix: ") {
+					t.Errorf("problem line without a fix: %s", line)
+				}
+			}
+			if !rep.Enforced && !strings.Contains(problems.String(), "[FAIL]") {
+				t.Errorf("not enforced but WriteProblems shows no failure:\n%s", problems.String())
+			}
 			if !strings.Contains(text.String(), tc.detail) {
 				t.Errorf("report lacks %q:\n%s", tc.detail, text.String())
 			}
