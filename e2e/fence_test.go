@@ -119,6 +119,10 @@ func sampleRepo(t testing.TB, e env, w *world, image string) string {
 	}
 	run(t, dir, nil, e.devbox, args...)
 	patchConfig(t, filepath.Join(dir, ".devcontainer/devcontainer.json"), w, image == "")
+	// The container's user (uid 1000; the CLI does not remap it when the
+	// host user is root) owns the repository, as the developer does on a
+	// laptop: only the read-only mounts stop it from writing hooks.
+	run(t, dir, nil, "chown", "-R", "1000:1000", ".")
 	return dir
 }
 
@@ -249,6 +253,24 @@ func escapeSuite(t testing.TB, cmd *exec.Cmd, minAttempts, wantAllowed int) stri
 	return stdout.String()
 }
 
+// requireReadOnly checks the escape suite stopped the writes to the files
+// the host runs because their mounts are read-only, not by chance.
+func requireReadOnly(t testing.TB, table string) {
+	t.Helper()
+	n := 0
+	for _, line := range strings.Split(table, "\n") {
+		if strings.Contains(line, "write a file the host runs") || strings.Contains(line, "replace a read-only directory") {
+			n++
+			if !strings.Contains(line, "read-only file system") && !strings.Contains(line, "device or resource busy") {
+				t.Errorf("not stopped by a read-only mount: %s", line)
+			}
+		}
+	}
+	if n != 6 {
+		t.Errorf("%d read-only checks in the table, want 6", n)
+	}
+}
+
 // procStatus finds the process named name in the container and returns
 // its /proc status as root reads it.
 func procStatus(t testing.TB, d devboxtest.Docker, id, name string) entrypoint.ProcStatus {
@@ -376,7 +398,7 @@ func TestFence(t *testing.T) {
 		if out, err := dexec("id", "-u").Output(); err != nil || strings.TrimSpace(string(out)) == "0" {
 			t.Fatalf("devcontainer exec runs as uid %q (%v), want the non-root remote user", out, err)
 		}
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2)
+		requireReadOnly(t, escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2))
 		if out, err := dexec("devbox", "doctor", "--workspace", ws).CombinedOutput(); err != nil {
 			t.Errorf("devbox doctor as the remote user: %v\n%s", err, out)
 		}
