@@ -31,6 +31,8 @@ type DNSServer struct {
 	queries []Query
 	down    bool
 	servers []*dns.Server
+	// OnQuery, when set before serving, is called for every query.
+	OnQuery func(Query)
 }
 
 // NewDNSServer returns a server with an empty zone.
@@ -94,8 +96,12 @@ func (s *DNSServer) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	if _, ok := w.RemoteAddr().(*net.TCPAddr); ok {
 		network = "tcp"
 	}
+	rec := Query{Name: strings.ToLower(strings.TrimSuffix(q.Name, ".")), Type: dns.TypeToString[q.Qtype], Net: network, From: netip.AddrPortFrom(from.Addr().Unmap(), from.Port())}
+	if s.OnQuery != nil {
+		s.OnQuery(rec)
+	}
 	s.mu.Lock()
-	s.queries = append(s.queries, Query{Name: strings.ToLower(strings.TrimSuffix(q.Name, ".")), Type: dns.TypeToString[q.Qtype], Net: network, From: netip.AddrPortFrom(from.Addr().Unmap(), from.Port())})
+	s.queries = append(s.queries, rec)
 	down := s.down
 	m := new(dns.Msg)
 	m.SetReply(r)
@@ -166,6 +172,10 @@ type Conn struct {
 
 // Recorder records what the TCP and UDP servers saw.
 type Recorder struct {
+	// OnConn, when set before serving, is called for every connection or
+	// datagram.
+	OnConn func(Conn)
+
 	mu      sync.Mutex
 	conns   []Conn
 	closers []func() error
@@ -192,8 +202,12 @@ func (r *Recorder) Seen(a netip.Addr, port uint16) int {
 func (r *Recorder) record(proto string, local, remote net.Addr) {
 	l, _ := netip.ParseAddrPort(local.String())
 	rm, _ := netip.ParseAddrPort(remote.String())
+	c := Conn{proto, netip.AddrPortFrom(l.Addr().Unmap(), l.Port()), netip.AddrPortFrom(rm.Addr().Unmap(), rm.Port())}
+	if r.OnConn != nil {
+		r.OnConn(c)
+	}
 	r.mu.Lock()
-	r.conns = append(r.conns, Conn{proto, netip.AddrPortFrom(l.Addr().Unmap(), l.Port()), netip.AddrPortFrom(rm.Addr().Unmap(), rm.Port())})
+	r.conns = append(r.conns, c)
 	r.mu.Unlock()
 }
 

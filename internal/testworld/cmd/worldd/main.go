@@ -1,7 +1,11 @@
 // Command worldd runs the test world's servers (DNS for .test, TCP and UDP
 // recorders) on the given addresses, for tests that put the world in a
 // container on an --internal Docker network. Records come from -record
-// flags; every query and connection is printed as a line on stdout.
+// flags; every query and connection is printed as a line on stdout as it
+// happens:
+//
+//	query udp A api.test from 10.0.0.5:41234
+//	conn tcp 10.0.0.2:443 from 10.0.0.5:50112
 package main
 
 import (
@@ -14,6 +18,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/miekg/dns"
@@ -49,7 +54,17 @@ func main() {
 		}
 		srv.Set(f[0], t, uint32(ttl), strings.Join(f[3:], " "))
 	}
-	rec := &testworld.Recorder{}
+	var out sync.Mutex
+	srv.OnQuery = func(q testworld.Query) {
+		out.Lock()
+		fmt.Printf("query %s %s %s from %s\n", q.Net, q.Type, q.Name, q.From)
+		out.Unlock()
+	}
+	rec := &testworld.Recorder{OnConn: func(c testworld.Conn) {
+		out.Lock()
+		fmt.Printf("conn %s %s from %s\n", c.Proto, c.Local, c.Remote)
+		out.Unlock()
+	}}
 	for _, a := range addrs {
 		ip, err := netip.ParseAddr(a)
 		if err != nil {
@@ -76,12 +91,6 @@ func main() {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	<-sig
-	for _, q := range srv.Queries() {
-		fmt.Printf("query %s %s %s from %s\n", q.Net, q.Type, q.Name, q.From)
-	}
-	for _, c := range rec.Conns() {
-		fmt.Printf("conn %s %s from %s\n", c.Proto, c.Local, c.Remote)
-	}
 }
 
 func ports(s string) []uint16 {
