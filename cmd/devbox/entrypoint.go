@@ -126,8 +126,10 @@ func runEntrypoint(c *cli.Context) error {
 		child.Stdout, child.Stderr = c.App.Writer, stderr
 		child.Env = append(os.Environ(), fmt.Sprintf("%s=%d", startEnv, processStart.UnixNano()))
 		if err := child.Run(); err != nil {
-			if _, ok := err.(*exec.ExitError); !ok {
-				fmt.Fprintf(stderr, "devbox: entrypoint: %v\n", err)
+			// A child that exited 1 has printed its banner; anything else
+			// (killed, could not start) has not.
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+				fmt.Fprintf(stderr, "devbox: entrypoint: installing the fence: %v; egress stays denied\n", err)
 			}
 			return cli.Exit("", 1)
 		}
