@@ -375,6 +375,18 @@ func TestE2EBuild(t *testing.T) {
 		}
 	})
 
+	t.Run("load into docker", func(t *testing.T) {
+		tag := "devbox-e2e:load"
+		_, stderr, err := e.devboxCmd(t, []string{"DOCKER_HOST=" + e.docker.Host}, "build", "--policy", polPath, "--frozen", "--load", "--tag", tag, "--progress", "plain")
+		if err != nil {
+			t.Fatalf("devbox build --load: %v\n%s", err, lastLines(stderr, 20))
+		}
+		got := e.docker.Run(t, "image", "inspect", tag, "--format", `{{index .Config.Labels "dev.devbox.claude-code"}} {{json .Config.Entrypoint}}`)
+		if want := e2eClaude + ` ["/usr/local/bin/devbox","entrypoint","--"]`; got != want {
+			t.Errorf("loaded image: %s, want %s", got, want)
+		}
+	})
+
 	t.Run("push copies keeping the digest", func(t *testing.T) {
 		ociDir := filepath.Join(e.dir, "oci")
 		_, stderr, err := e.devboxCmd(t, nil, "build", "--policy", polPath, "--frozen", "--output", "oci="+ociDir, "--progress", "plain")
