@@ -84,6 +84,14 @@ func configRules(p *policy.Policy, l layout) []rule {
 			rule{path: []string{"build", "dockerfile"}, kind: set, value: "Dockerfile"},
 			rule{path: []string{"build", "context"}, kind: set, value: ".devbox"},
 			rule{path: []string{"initializeCommand"}, kind: setIfAbsent, value: initializeRefresh},
+			// When the Dev Containers CLI builds from a Dockerfile it
+			// derives the container's metadata from the FROM image and
+			// devcontainer.json only, so the "entrypoint" in the label of
+			// the image it just built is never run and the fence would not
+			// start. With overrideCommand false the CLI keeps the image's
+			// ENTRYPOINT, `devbox entrypoint -- sleep infinity`, which
+			// installs the fence and then drops to the user.
+			rule{path: []string{"overrideCommand"}, kind: set, value: false},
 		)
 	}
 	props := ConfigProperties(p)
