@@ -257,7 +257,7 @@ func TestSteps(t *testing.T) {
 	for _, s := range steps {
 		names = append(names, s.Name)
 	}
-	want := []string{"claude-fetch", "claude-verify", "packages", "accounts", "claude", "devbox", "policy"}
+	want := []string{"claude-fetch", "claude-verify", "packages", "accounts", "claude", "devbox", "claude-settings", "policy"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("steps %q, want %q", names, want)
 	}

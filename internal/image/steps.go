@@ -23,17 +23,21 @@
 package image
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/devbox-dev/devbox/internal/devcontainer"
 	"github.com/devbox-dev/devbox/internal/policy"
+	"github.com/devbox-dev/devbox/internal/sandbox"
 )
 
 // Build-context file names the Dockerfile copies from, and the LLB graph's
@@ -58,7 +62,7 @@ const claudeTarball = "/tmp/devbox-claude/claude.tgz"
 // ClaudeSettingsPath is Claude Code's managed settings file on Linux. Managed
 // settings win over user and project settings, so the agent cannot turn the
 // updater back on from its own files.
-const ClaudeSettingsPath = "/etc/claude-code/managed-settings.json"
+const ClaudeSettingsPath = sandbox.ClaudeManagedSettingsPath
 
 // BasePackages are the Debian packages every devbox image has: the firewall
 // (iptables, ipset, iproute2), TLS roots, the sandbox layer and socat.
@@ -253,7 +257,6 @@ func Steps(spec Spec) ([]Step, error) {
 		if err != nil {
 			return nil, fmt.Errorf("lock: Claude Code %s: %w", spec.Platform, err)
 		}
-		settings := `{"env":{"DISABLE_AUTOUPDATER":"1"}}`
 		steps = append(steps,
 			Step{Name: "claude-fetch", Stage: StageClaude, Kind: FetchStep, URL: pkg.Tarball, Dest: claudeTarball},
 			Step{Name: "claude-verify", Stage: StageClaude, Kind: RunStep, Script: strings.Join([]string{
@@ -263,13 +266,9 @@ func Steps(spec Spec) ([]Step, error) {
 				`  echo "devbox: Claude Code tarball ` + pkg.Tarball + ` does not match the lock (devbox.lock.json): sha512 $got, want $want" >&2`,
 				"  exit 1",
 				"fi",
-				"mkdir -p " + claudeOut + "/usr/local/bin " + claudeOut + "/etc/claude-code /tmp/devbox-unpack",
+				"mkdir -p " + claudeOut + "/usr/local/bin /tmp/devbox-unpack",
 				"tar -xzf " + claudeTarball + " -C /tmp/devbox-unpack package/claude",
 				"install -m 0755 /tmp/devbox-unpack/package/claude " + claudeOut + "/usr/local/bin/claude",
-				// Managed settings win over the user's own; the env var is
-				// also in the image config for shells that skip settings.
-				"printf '%s\\n' " + shellQuote(settings) + " > " + claudeOut + ClaudeSettingsPath,
-				"chmod 0644 " + claudeOut + ClaudeSettingsPath,
 			}, "\n")},
 		)
 	}
@@ -314,8 +313,28 @@ func Steps(spec Spec) ([]Step, error) {
 	if err != nil {
 		return nil, err
 	}
+	steps = append(steps, Step{Name: "devbox", Kind: CopyStep, Src: ContextBinary, Dest: devcontainer.BinaryPath, Mode: 0o755})
+	if spec.Policy.Agent.ClaudeCode != policy.ClaudeCodeNone {
+		// Managed settings win over the user's own: the updater stays off
+		// (the env var is also in the image config for shells that skip
+		// settings) and, with sandbox.enabled, Claude Code's Bash sandbox is
+		// on with the policy's lists. They follow the policy, so they are
+		// written here, after the heavy layers, not in StageClaude.
+		settings, err := sandbox.ClaudeManagedSettings(spec.Policy)
+		if err != nil {
+			return nil, fmt.Errorf("Claude Code managed settings: %w", err)
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, settings); err != nil {
+			return nil, fmt.Errorf("Claude Code managed settings: %w", err)
+		}
+		steps = append(steps, Step{Name: "claude-settings", Kind: RunStep, Script: strings.Join([]string{
+			"mkdir -p " + path.Dir(ClaudeSettingsPath),
+			"printf '%s\\n' " + shellQuote(compact.String()) + " > " + ClaudeSettingsPath,
+			"chmod 0644 " + ClaudeSettingsPath,
+		}, "\n")})
+	}
 	steps = append(steps,
-		Step{Name: "devbox", Kind: CopyStep, Src: ContextBinary, Dest: devcontainer.BinaryPath, Mode: 0o755},
 		Step{Name: "policy", Kind: CopyStep, Src: ContextPolicy, Dest: devcontainer.PolicyPath, Mode: 0o644, Data: pj},
 	)
 	return steps, nil

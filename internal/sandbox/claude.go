@@ -13,11 +13,32 @@ import (
 // changed by the agent's user (the file is root's).
 const ClaudeManagedSettingsPath = "/etc/claude-code/managed-settings.json"
 
-// ClaudeManagedSettings returns Claude Code's managed settings for p: its
-// built-in Bash sandbox on, impossible to turn off or bypass from inside,
-// with the policy's network allow list and the same read and write lists as
-// `devbox run`. It is pure.
+// ClaudeEnv is the environment every devbox image gives Claude Code through
+// its managed settings: the agent never updates itself past the pinned
+// version. The image config sets the same variables for shells that skip
+// settings.
+var ClaudeEnv = map[string]string{"DISABLE_AUTOUPDATER": "1"}
+
+// ClaudeManagedSettings returns the whole of Claude Code's managed settings
+// file for p; it is the one generator of that file (the image build and the
+// Dev Container Feature both write its output). It always carries ClaudeEnv.
+// When p.Sandbox.Enabled it also turns Claude Code's built-in Bash sandbox
+// on, impossible to turn off or bypass from inside, with the policy's network
+// allow list and the same read and write lists as `devbox run`, plus the
+// same lists as permission rules. The sandbox part is left out when the
+// policy's sandbox is off: failIfUnavailable would then leave the agent with
+// no Bash at all in a container started without devbox's seccomp profile.
+// It is pure.
 func ClaudeManagedSettings(p *policy.Policy) ([]byte, error) {
+	if !p.Sandbox.Enabled {
+		b, err := json.MarshalIndent(struct {
+			Env map[string]string `json:"env"`
+		}{ClaudeEnv}, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		return append(b, '\n'), nil
+	}
 	domains := []string{}
 	for _, d := range p.Network.Allow {
 		switch d.Kind {
@@ -88,9 +109,11 @@ func ClaudeManagedSettings(p *policy.Policy) ([]byte, error) {
 		Deny []string `json:"deny"`
 	}
 	settings := struct {
-		Sandbox     sandbox     `json:"sandbox"`
-		Permissions permissions `json:"permissions"`
+		Env         map[string]string `json:"env"`
+		Sandbox     sandbox           `json:"sandbox"`
+		Permissions permissions       `json:"permissions"`
 	}{
+		Env: ClaudeEnv,
 		Sandbox: sandbox{
 			Enabled:                   true,
 			FailIfUnavailable:         true,

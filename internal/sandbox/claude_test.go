@@ -26,13 +26,24 @@ func TestClaudeManagedSettingsGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			var check struct {
-				Sandbox struct {
+				Env     map[string]string `json:"env"`
+				Sandbox *struct {
 					Enabled                  bool `json:"enabled"`
 					AllowUnsandboxedCommands *bool
 				} `json:"sandbox"`
+				Permissions *json.RawMessage `json:"permissions"`
 			}
-			if err := json.Unmarshal(got, &check); err != nil || !check.Sandbox.Enabled || check.Sandbox.AllowUnsandboxedCommands == nil || *check.Sandbox.AllowUnsandboxedCommands {
-				t.Errorf("settings must enable the sandbox and set allowUnsandboxedCommands false (err %v):\n%s", err, got)
+			if err := json.Unmarshal(got, &check); err != nil {
+				t.Fatalf("%v:\n%s", err, got)
+			}
+			if check.Env["DISABLE_AUTOUPDATER"] != "1" {
+				t.Errorf("settings must keep the updater off (env DISABLE_AUTOUPDATER=1):\n%s", got)
+			}
+			switch {
+			case !p.Sandbox.Enabled && (check.Sandbox != nil || check.Permissions != nil):
+				t.Errorf("sandbox.enabled is false: settings must not switch Claude Code's sandbox on (no Bash at all without the seccomp profile):\n%s", got)
+			case p.Sandbox.Enabled && (check.Sandbox == nil || !check.Sandbox.Enabled || check.Sandbox.AllowUnsandboxedCommands == nil || *check.Sandbox.AllowUnsandboxedCommands):
+				t.Errorf("settings must enable the sandbox and set allowUnsandboxedCommands false:\n%s", got)
 			}
 			golden := strings.TrimSuffix(in, ".hujson") + ".golden.json"
 			if *update {

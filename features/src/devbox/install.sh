@@ -162,9 +162,12 @@ printf 'DEVBOX_WORKSPACE_POLICY=%s\n' "$POLICYFILE" >/etc/devbox/feature.env
 
 if [ "$CLAUDECODE" != none ]; then
 	install -m 0755 -o root -g root "$tmp/unpack/package/claude" /usr/local/bin/claude
-	# As in a devbox image: the agent never updates itself past the pin.
+	# As in a devbox image, from the same generator: the agent never updates
+	# itself past the pin, and with sandbox=true Claude Code's Bash sandbox
+	# is on with the policy's lists.
 	install -d -m 0755 /etc/claude-code
-	printf '%s\n' '{"env":{"DISABLE_AUTOUPDATER":"1"}}' >/etc/claude-code/managed-settings.json
+	/usr/local/bin/devbox run --policy /etc/devbox/policy.json --print-claude-settings >/etc/claude-code/managed-settings.json ||
+		die "devbox could not write Claude Code's managed settings (see above)"
 	chmod 0644 /etc/claude-code/managed-settings.json
 fi
 
