@@ -25,6 +25,12 @@ func ConfigProperties(p *policy.Policy) map[string]any {
 	return out
 }
 
+// SeccompRunArg is the docker run option devcontainer.json carries when the
+// policy enables the sandbox: devbox's seccomp profile (Docker's default
+// plus the namespace calls bubblewrap needs), which init writes to
+// SeccompFile. The path is the host's, resolved by the Dev Containers CLI.
+const SeccompRunArg = "--security-opt=seccomp=${localWorkspaceFolder}/" + SeccompFile
+
 // HomeDir is the agent user's home directory inside the container.
 func HomeDir(p *policy.Policy) string { return path.Join("/home", p.Image.User.Name) }
 
@@ -106,6 +112,12 @@ func configRules(p *policy.Policy, l layout) []rule {
 		} else {
 			rs = append(rs, rule{path: []string{k}, kind: set, value: props[k]})
 		}
+	}
+	if p.Sandbox.Enabled {
+		// bubblewrap needs user namespaces, which Docker's default seccomp
+		// profile forbids; runArgs is not a metadata property, so the
+		// profile goes here, as one element (a union keeps it whole).
+		rs = append(rs, rule{path: []string{"runArgs"}, kind: union, value: []string{SeccompRunArg}})
 	}
 	return append(rs,
 		rule{path: []string{"mounts"}, kind: union, value: mounts(p, l)},

@@ -15,6 +15,7 @@ import (
 	"github.com/tailscale/hujson"
 
 	"github.com/devbox-dev/devbox/internal/policy"
+	"github.com/devbox-dev/devbox/internal/sandbox"
 	"github.com/devbox-dev/devbox/templates"
 )
 
@@ -36,6 +37,10 @@ const (
 	// ContextPolicyFile is the normalized policy in the build context
 	// (internal/image.ContextPolicy).
 	ContextPolicyFile = ContextDir + "/policy.json"
+	// SeccompFile is devbox's seccomp profile (sandbox.SeccompProfile),
+	// written when the policy enables the sandbox and referenced by
+	// SeccompRunArg.
+	SeccompFile = Dir + "/devbox-seccomp.json"
 )
 
 // GeneratedMarker starts every Dockerfile init writes. A Dockerfile that
@@ -150,6 +155,17 @@ func PlanInit(opts InitOptions) ([]FileResult, error) {
 		return nil, err
 	}
 	plan = append(plan, cfgRes)
+	if pol.Sandbox.Enabled {
+		r, err := planOwned(opts, SeccompFile, sandbox.SeccompProfile, 0o644, func(old []byte) bool {
+			// init's own when it is a seccomp profile: a newer devbox
+			// replaces an older profile.
+			return bytes.Contains(old, []byte(`"defaultAction"`))
+		})
+		if err != nil {
+			return nil, err
+		}
+		plan = append(plan, r)
+	}
 
 	if opts.Image == "" {
 		rs, err := planBuild(opts, pol)
