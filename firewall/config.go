@@ -78,6 +78,10 @@ type Config struct {
 	Log     bool   `json:"log,omitempty"`
 	LogFile string `json:"logFile,omitempty"`
 
+	// NoCache turns the filter's answer cache off (for benchmarks and
+	// debugging: every query then goes upstream).
+	NoCache bool `json:"noCache,omitempty"`
+
 	MinTTL   time.Duration `json:"minTTL,omitempty"`
 	MaxTTL   time.Duration `json:"maxTTL,omitempty"`
 	StateDir string        `json:"stateDir,omitempty"`

@@ -24,19 +24,21 @@ import (
 // filter is the DNS filter: it answers only names the Config allows and
 // inserts their addresses into the sets before answering.
 type filter struct {
-	cfg   Config
-	ups   []netip.AddrPort
-	sets  *sets
-	log   *eventLog
-	udp   *dns.Client
-	tcp   *dns.Client
-	names sync.Map // netip.Addr → name, for the packet log
-	pools sync.Map // netip.AddrPort → chan *dns.Conn (idle upstream sockets)
+	cfg      Config
+	ups      []netip.AddrPort
+	sets     *sets
+	log      *eventLog
+	udp      *dns.Client
+	tcp      *dns.Client
+	names    sync.Map // netip.Addr → name, for the packet log
+	pools    sync.Map // netip.AddrPort → chan *dns.Conn (idle upstream sockets)
+	cache    sync.Map // cacheKey → *cacheEntry
+	cacheLen atomic.Int64
 	// fresh remembers until when each inserted entry is known to stay in
 	// its set, so a hot name does not cost a netlink write per query.
 	fresh sync.Map // string (set/entry) → time.Time
 
-	queries, forwarded, refused, dropped, upErrors, inserted, blocked atomic.Int64
+	queries, forwarded, refused, dropped, upErrors, inserted, blocked, hits atomic.Int64
 }
 
 // markControl sets SO_MARK on the filter's upstream sockets: the one mark
@@ -91,6 +93,10 @@ func (f *filter) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	if _, ok := w.LocalAddr().(*net.TCPAddr); ok {
 		tcp = true
 	}
+	if resp := f.cached(q, r, v, tcp); resp != nil {
+		w.WriteMsg(resp)
+		return
+	}
 	resp, err := f.forward(r, tcp)
 	if err != nil {
 		f.upErrors.Add(1)
@@ -105,8 +111,94 @@ func (f *filter) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 		f.refuse(w, r, reason)
 		return
 	}
+	f.store(q, resp)
 	resp.Id = r.Id
 	w.WriteMsg(resp)
+}
+
+// cacheEntry is a filtered answer and when it expires.
+type cacheEntry struct {
+	msg     *dns.Msg
+	stored  time.Time
+	expires time.Time
+}
+
+const maxCache = 10000
+
+func cacheKey(q dns.Question) string {
+	return strings.ToLower(q.Name) + "/" + dns.TypeToString[q.Qtype] + "/" + dns.ClassToString[q.Qclass]
+}
+
+// store keeps a successful filtered answer for its smallest TTL: programs in
+// a container rarely cache DNS themselves, and a repeated lookup then costs
+// no upstream round trip.
+func (f *filter) store(q dns.Question, resp *dns.Msg) {
+	if f.cfg.NoCache || resp.Rcode != dns.RcodeSuccess || len(resp.Answer) == 0 || resp.Truncated {
+		return
+	}
+	ttl := uint32(f.cfg.MaxTTL / time.Second)
+	for _, rr := range resp.Answer {
+		ttl = min(ttl, rr.Header().Ttl)
+	}
+	if ttl == 0 {
+		return
+	}
+	if f.cacheLen.Load() >= maxCache {
+		f.cache.Clear() // crude, but bounded and never stale
+		f.cacheLen.Store(0)
+	}
+	now := time.Now()
+	if _, loaded := f.cache.Swap(cacheKey(q), &cacheEntry{msg: resp.Copy(), stored: now, expires: now.Add(time.Duration(ttl) * time.Second)}); !loaded {
+		f.cacheLen.Add(1)
+	}
+}
+
+// cached answers from the cache, with TTLs aged, after making sure the
+// addresses are still in the sets.
+func (f *filter) cached(q dns.Question, r *dns.Msg, v Verdict, tcp bool) *dns.Msg {
+	if f.cfg.NoCache {
+		return nil
+	}
+	e, ok := f.cache.Load(cacheKey(q))
+	if !ok {
+		return nil
+	}
+	ce := e.(*cacheEntry)
+	now := time.Now()
+	if !now.Before(ce.expires) {
+		f.cache.CompareAndDelete(cacheKey(q), e)
+		return nil
+	}
+	age := uint32(now.Sub(ce.stored) / time.Second)
+	m := ce.msg.Copy()
+	for _, rr := range m.Answer {
+		h := rr.Header()
+		h.Ttl -= min(h.Ttl, age)
+		var addr netip.Addr
+		switch rr := rr.(type) {
+		case *dns.A:
+			addr, _ = netip.AddrFromSlice(rr.A.To4())
+		case *dns.AAAA:
+			addr, _ = netip.AddrFromSlice(rr.AAAA.To16())
+		}
+		if addr.IsValid() {
+			ttl := min(max(time.Duration(h.Ttl)*time.Second, f.cfg.MinTTL), f.cfg.MaxTTL)
+			if err := f.insert(addr, v, ttl); err != nil {
+				return nil // fall back to a full lookup, which fails closed
+			}
+		}
+	}
+	f.hits.Add(1)
+	m.Id = r.Id
+	m.Question = r.Question
+	if !tcp {
+		size := dns.MinMsgSize
+		if o := r.IsEdns0(); o != nil {
+			size = int(o.UDPSize())
+		}
+		m.Truncate(size)
+	}
+	return m
 }
 
 func (f *filter) refuse(w dns.ResponseWriter, r *dns.Msg, reason string) {
@@ -267,6 +359,7 @@ func (f *filter) health(r *dns.Msg) *dns.Msg {
 	h := Health{
 		PID: os.Getpid(), Queries: f.queries.Load(), Forwarded: f.forwarded.Load(), Refused: f.refused.Load(),
 		Dropped: f.dropped.Load(), UpstreamErrors: f.upErrors.Load(), Inserted: f.inserted.Load(), Blocked: f.blocked.Load(),
+		CacheHits: f.hits.Load(),
 	}
 	for _, u := range f.ups {
 		h.Upstreams = append(h.Upstreams, u.String())

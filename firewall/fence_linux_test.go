@@ -239,6 +239,20 @@ func TestFence_AllowedNameConnects(t *testing.T) {
 	if out, ok := f.probe("connect", "api.test:80"); !ok {
 		t.Errorf("connect api.test:80 through the system resolver: %s", out)
 	}
+	// apply pre-resolved api.test; every later lookup within the TTL is
+	// answered from the filter's cache.
+	nA := 0
+	for _, q := range f.w.DNS.QueriesFor("api.test") {
+		if q.Type == "A" {
+			nA++
+		}
+	}
+	if nA != 1 {
+		t.Errorf("the world saw %d A queries for api.test, want 1 (then cached)", nA)
+	}
+	if h := f.status().Daemon.Health; h == nil || h.CacheHits == 0 {
+		t.Errorf("no cache hits: %+v", h)
+	}
 }
 
 // status reads ReadStatus from inside the client.
@@ -380,9 +394,12 @@ func TestFence_CDNRotationNewAddressAfterLookup(t *testing.T) {
 	f.mustConnect(ap(hostAPI, 443))
 	f.w.DNS.Set("cdn.test", dns.TypeA, 1, hostWild.String())
 	f.mustBlock(ap(hostWild, 443)) // not looked up yet
-	if rc, ans := f.lookup("cdn.test", "A"); rc != "NOERROR" || len(ans) != 1 || ans[0] != hostWild.String() {
-		t.Fatalf("cdn.test after rotation: %s %v", rc, ans)
-	}
+	// The old answer may be served from the filter's cache until its
+	// 1 s TTL runs out; then the lookup must return the new address.
+	waitFor(t, "cdn.test to resolve to the new address", func() bool {
+		rc, ans := f.lookup("cdn.test", "A")
+		return rc == "NOERROR" && len(ans) == 1 && ans[0] == hostWild.String()
+	})
 	f.mustConnect(ap(hostWild, 443))
 }
 
@@ -407,19 +424,20 @@ func TestFence_DNSToAnotherResolverGoesToTheFilter(t *testing.T) {
 }
 
 func TestFence_DNSOverTCPFiltered(t *testing.T) {
-	f := newFence(t, Config{Allow: []Destination{allowName("api.test")}})
+	// x.wild.test is not pre-resolved by apply, so nothing is cached.
+	f := newFence(t, Config{Allow: []Destination{{Name: "wild.test", Wildcard: true}}})
 	if rc, _ := f.lookupVia("10.77.0.2:53", "other.test", "A", "tcp"); rc != "REFUSED" {
 		t.Errorf("other.test over TCP: %s", rc)
 	}
-	if rc, ans := f.lookupVia("10.77.0.2:53", "api.test", "A", "tcp"); rc != "NOERROR" || len(ans) != 1 {
-		t.Errorf("api.test over TCP: %s %v", rc, ans)
+	if rc, ans := f.lookupVia("10.77.0.2:53", "x.wild.test", "A", "tcp"); rc != "NOERROR" || len(ans) != 1 {
+		t.Errorf("x.wild.test over TCP: %s %v", rc, ans)
 	}
 	tcp := 0
 	for _, q := range f.w.DNS.Queries() {
 		if q.Name == "other.test" {
 			t.Errorf("other.test reached the world: %+v", q)
 		}
-		if q.Net == "tcp" && q.Name == "api.test" {
+		if q.Net == "tcp" && q.Name == "x.wild.test" {
 			tcp++
 		}
 	}

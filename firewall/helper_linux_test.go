@@ -35,6 +35,8 @@ func TestMain(m *testing.M) {
 		os.Exit(helperApply())
 	case "probe":
 		os.Exit(helperProbe(os.Args[1:]))
+	case "embedded":
+		os.Exit(helperEmbeddedDNS(os.Args[1:]))
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper", os.Getenv(helperEnv))
 		os.Exit(2)

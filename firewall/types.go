@@ -24,6 +24,7 @@ type Health struct {
 	UpstreamErrors int64    `json:"upstreamErrors"`
 	Inserted       int64    `json:"inserted"`
 	Blocked        int64    `json:"blockedPackets"`
+	CacheHits      int64    `json:"cacheHits"`
 }
 
 // DaemonOptions says how StartDNS runs the DNS filter.

@@ -8,9 +8,12 @@
 # Everything runs in network namespaces this script makes (10.77.0.0/24,
 # loopback); nothing else is contacted. Needs root, iptables, ipset, dig.
 #
-# usage: sudo scripts/bench/firewall.sh [RUNS]
+# usage: sudo scripts/bench/firewall.sh [RUNS] [SECTION...]   (sections: apply dns conn)
 set -euo pipefail
 runs=${1:-3}
+shift || true
+sections=${*:-apply dns conn}
+want() { [[ " $sections " == *" $1 "* ]]; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/scripts/bench
 [ "$(id -u)" = 0 ] || { echo "firewall.sh: run as root" >&2; exit 1; }
@@ -70,7 +73,7 @@ median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 bench_apply() { # N_NAMES N_CIDRS
 	local d; d=$(gen "$1" "$2")
-	local dv=() bl=()
+	local dv=() bl=() lib=()
 	for r in $(seq 1 "$runs"); do
 		start_world "a$r$1" "$d"
 		local t0 t1
@@ -82,6 +85,7 @@ bench_apply() { # N_NAMES N_CIDRS
 		ip netns exec "dbc-a$r$1" curl -s -m 2 -o /dev/null "http://n3.bench.test/" || { echo "allowed name did not connect" >&2; exit 1; }
 		if ip netns exec "dbc-a$r$1" curl -s -m 2 -o /dev/null "http://10.77.0.1/"; then echo "raw address connected" >&2; exit 1; fi
 		dv+=("$(ms "$t0" "$t1")")
+		lib+=("$(sed -n 's/.*fence loaded in \([0-9.]*\)ms.*/\1/p' "$tmp/apply.out")")
 		ip netns exec "dbc-a$r$1" "$tmp/devbox" firewall deny-all --config "$d/config.json" >/dev/null
 		stop_world "a$r$1"
 
@@ -95,30 +99,40 @@ bench_apply() { # N_NAMES N_CIDRS
 	local mdv mbl
 	mdv=$(printf '%s\n' "${dv[@]}" | median)
 	mbl=$(printf '%s\n' "${bl[@]}" | median)
-	printf 'apply %4d names + %5d CIDRs: devbox %5d ms (runs: %s)  baseline %6d ms (runs: %s)  ratio %sx\n' \
-		"$1" "$2" "$mdv" "${dv[*]}" "$mbl" "${bl[*]}" "$(awk -v a="$mbl" -v b="$mdv" 'BEGIN {printf "%.1f", a / (b ? b : 1)}')"
+	printf 'apply %4d names + %5d CIDRs: devbox %5d ms (runs: %s; firewall.Apply alone: %s ms)  baseline %6d ms (runs: %s)  ratio %sx\n' \
+		"$1" "$2" "$mdv" "${dv[*]}" "${lib[*]}" "$mbl" "${bl[*]}" "$(awk -v a="$mbl" -v b="$mdv" 'BEGIN {printf "%.1f", a / (b ? b : 1)}')"
 }
 
+if want apply; then
 echo "== apply (wall time of the whole command: rules, sets, DNS filter start, names pre-resolved; median of $runs) =="
 bench_apply 50 2000
 bench_apply 500 20000
+fi
 
-echo "== DNS filter (loopback upstream, 16 clients, 3 s) =="
-d=$(gen 1 0)
+if want dns; then
+echo "== DNS filter (upstream worldd on loopback 127.0.0.2; 3 s each; c = concurrent clients) =="
 ids+=(dns)
 world_up dns
 ip netns exec dbc-dns ip addr add 127.0.0.2/8 dev lo 2>/dev/null || true
-ip netns exec dbc-dns "$tmp/worldd" -addr 127.0.0.2 -tcp "" -udp "" -record "api.test A 300 10.77.0.2" >"$tmp/worldd-dns.log" 2>&1 &
+ip netns exec dbc-dns "$tmp/worldd" -addr 127.0.0.2 -tcp "" -udp "" -record "api.test A 300 10.77.0.2" >/dev/null 2>&1 &
 sleep 0.5
-ip netns exec dbc-dns "$tmp/fwbench" dns -server 127.0.0.2:53 -name api.test
-echo '{"allow":[{"name":"api.test"}],"deny":[],"upstream":["127.0.0.2:53"],"stateDir":"'"$tmp"'/state-dns"}' >"$tmp/dns.json"
-ip netns exec dbc-dns "$tmp/devbox" firewall apply --config "$tmp/dns.json" >/dev/null
-ip netns exec dbc-dns "$tmp/fwbench" dns -server 127.0.0.1:53535 -name api.test
-echo "(through the port-53 redirect:)"
-ip netns exec dbc-dns "$tmp/fwbench" dns -server 127.0.0.2:53 -name api.test
+for c in 1 16; do
+	printf 'upstream direct:          '
+	ip netns exec dbc-dns "$tmp/fwbench" dns -server 127.0.0.2:53 -name api.test -c "$c"
+done
+for cache in false true; do
+	echo '{"allow":[{"name":"api.test"}],"deny":[],"upstream":["127.0.0.2:53"],"noCache":'"$([ $cache = true ] && echo false || echo true)"',"stateDir":"'"$tmp"'/state-dns"}' >"$tmp/dns.json"
+	ip netns exec dbc-dns "$tmp/devbox" firewall apply --config "$tmp/dns.json" >/dev/null
+	for c in 1 16; do
+		printf 'filter, cache %-5s:      ' "$cache"
+		ip netns exec dbc-dns "$tmp/fwbench" dns -server 127.0.0.1:53535 -name api.test -c "$c"
+	done
+done
 ip netns exec dbc-dns "$tmp/devbox" firewall deny-all --config "$tmp/dns.json" >/dev/null
 world_down dns
+fi
 
+if want conn; then
 echo "== TCP connection setup to an allowed address (2,000 connects) =="
 for n in 10 10000; do
 	d=$(gen 0 $((n - 1)))
@@ -134,3 +148,4 @@ for n in 10 10000; do
 	ip netns exec "dbc-c$n" "$tmp/fwbench" conn -addr 10.77.0.2:80 -n 2000
 	stop_world "c$n"
 done
+fi

@@ -28,8 +28,8 @@ world_up() {
 world_down() {
 	local id=$1
 	for ns in "dbc-$id" "dbw-$id"; do
-		for pid in $(ip netns pids "$ns" 2>/dev/null); do kill "$pid" 2>/dev/null; done
-		ip netns del "$ns" 2>/dev/null
+		for pid in $(ip netns pids "$ns" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
+		ip netns del "$ns" 2>/dev/null || true
 	done
 	rm -rf "/etc/netns/dbc-$id"
 }
