@@ -17,6 +17,14 @@ import (
 
 // The real-bwrap tests run `devbox run` (the built binary) as root and as
 // uid 1000, with a temporary HOME and workspace, never the real ones.
+//
+// With DEVBOX_SANDBOX_INSIDE=1 the same tests run as the current user only,
+// with the installed devbox (PATH) and no root: e2e/sandbox_test.go copies
+// this package's test binary into a devbox container and runs it there as
+// the remote user, so the container gets exactly the same cases.
+const insideEnv = "DEVBOX_SANDBOX_INSIDE"
+
+func inside() bool { return os.Getenv(insideEnv) == "1" }
 
 const secret = "TOP-SECRET-VALUE"
 
@@ -33,7 +41,9 @@ type box struct {
 
 func newBox(t *testing.T, uid int) *box {
 	t.Helper()
-	devboxtest.RequireRoot(t)
+	if !inside() {
+		devboxtest.RequireRoot(t)
+	}
 	devboxtest.RequireBinary(t, "bwrap")
 	root := t.TempDir()
 	// uid 1000 must reach it: t.TempDir's parent is private.
@@ -52,7 +62,11 @@ func newBox(t *testing.T, uid int) *box {
 	b := &box{t: t, uid: uid,
 		home: filepath.Join(root, "home"), ws: filepath.Join(root, "home", "src", "ws"),
 		outside: outside, policy: filepath.Join(root, "policy.jsonc")}
-	bin, err = os.ReadFile(devboxtest.BuildDevbox(t))
+	if inside() {
+		bin, err = os.ReadFile(devboxtest.RequireBinary(t, "devbox"))
+	} else {
+		bin, err = os.ReadFile(devboxtest.BuildDevbox(t))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +98,7 @@ func newBox(t *testing.T, uid int) *box {
 		// test policy
 		"sandbox": {"enabled": true, "allowWrite": [%q], "denyRead": ["~/.ssh", "~/.aws", "~/.netrc", "**/.env"]},
 	}`, b.home), 0o644)
-	if uid != 0 {
+	if uid != 0 && uid != os.Getuid() {
 		b.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}
 		for _, d := range []string{root, outside} {
 			filepath.Walk(d, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, uid, uid) })
@@ -129,6 +143,14 @@ func (b *box) run(script string, flags ...string) (string, int) {
 }
 
 func forEachUser(t *testing.T, f func(t *testing.T, b *box)) {
+	if inside() {
+		devboxtest.RequireE2E(t)
+		if os.Getuid() == 0 {
+			t.Fatalf("%s=1: run as the container's non-root user, not root", insideEnv)
+		}
+		t.Run(fmt.Sprintf("uid%d", os.Getuid()), func(t *testing.T) { f(t, newBox(t, os.Getuid())) })
+		return
+	}
 	devboxtest.RequireRoot(t)
 	for _, uid := range []int{0, 1000} {
 		t.Run(fmt.Sprintf("uid%d", uid), func(t *testing.T) { f(t, newBox(t, uid)) })
