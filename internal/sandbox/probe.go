@@ -59,7 +59,8 @@ func Probe(ctx context.Context, bwrap string) (ProbeResult, error) {
 	return ProbeResult{}, fmt.Errorf("%w (bwrap: %s).\n"+
 		"Inside a container, Docker's default seccomp profile forbids the namespaces bubblewrap needs: "+
 		"start the container with the profile devbox ships (devbox run --print-seccomp > devbox-seccomp.json, "+
-		"then --security-opt seccomp=devbox-seccomp.json; see docs/sandbox.md). "+
+		"then --security-opt seccomp=devbox-seccomp.json; in a dev container, set sandbox.enabled in the policy and rerun `devbox init`, "+
+		"which writes .devcontainer/devbox-seccomp.json and adds it to runArgs; see docs/sandbox.md). "+
 		"On a host, check that user namespaces are allowed (sysctl user.max_user_namespaces, "+
 		"kernel.unprivileged_userns_clone, AppArmor's kernel.apparmor_restrict_unprivileged_userns)",
 		ErrUnavailable, msg)
