@@ -23,7 +23,11 @@ func ReadStatus(ctx context.Context, cfg Config) (Status, error) {
 		fs := FamilyStatus{Family: f.String()}
 		present, err := presentJumps(ctx, f)
 		if err != nil {
-			return st, err
+			// Reading rules needs CAP_NET_ADMIN: the agent's user still
+			// gets the daemon's health below.
+			fs.Error = err.Error()
+			st.Families = append(st.Families, fs)
+			continue
 		}
 		fs.Loaded = true
 		for _, j := range rules(cfg, f).Jumps {

@@ -61,6 +61,8 @@ type FamilyStatus struct {
 	Policy string `json:"outputPolicy"`
 	// Rules are DEVBOX-OUTPUT's rules with their packet and byte counters.
 	Rules []RuleCounter `json:"rules"`
+	// Error says why the rules could not be read (e.g. not root).
+	Error string `json:"error,omitempty"`
 }
 
 // RuleCounter is one rule and what it matched.

@@ -163,6 +163,10 @@ var firewallStatusCommand = &cli.Command{
 		}
 		w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 		for _, fs := range st.Families {
+			if fs.Error != "" {
+				fmt.Fprintf(w, "%s: cannot read the rules (needs root): %s\n", fs.Family, fs.Error)
+				continue
+			}
 			fmt.Fprintf(w, "%s: rules loaded %v, OUTPUT policy %s\n", fs.Family, fs.Loaded, fs.Policy)
 			for _, r := range fs.Rules {
 				fmt.Fprintf(w, "  %d\t%d\t%s\n", r.Packets, r.Bytes, r.Rule)
@@ -172,7 +176,11 @@ var firewallStatusCommand = &cli.Command{
 		for _, kind := range firewall.SetKinds {
 			for _, f := range firewall.Families {
 				name := firewall.SetName(kind, f)
-				fmt.Fprintf(w, "  %s\t%d entries\n", name, st.Sets[name])
+				if n, ok := st.Sets[name]; ok {
+					fmt.Fprintf(w, "  %s\t%d entries\n", name, n)
+				} else {
+					fmt.Fprintf(w, "  %s\tunreadable (needs CAP_NET_ADMIN)\n", name)
+				}
 			}
 		}
 		if h := st.Daemon.Health; h != nil {
