@@ -129,6 +129,12 @@ func rules(cfg Config, f Family) Ruleset {
 	add(ChainInput, nd...)
 	add(ChainInput, "-j DROP")
 
+	// dockerd's forwards, when the filter's upstream is Docker's embedded
+	// DNS: accepted before the unmarked-DNS block below (see dockerForwards).
+	dockerDNS := dockerForwards(cfg, f)
+	for _, d := range dockerDNS {
+		add(ChainOutput, d+" -j ACCEPT")
+	}
 	// DNS that was not redirected and is not the filter's own: a packet
 	// that reuses the 5-tuple of one of the filter's upstream flows matches
 	// that flow's conntrack entry, skips the nat table and would pass as
@@ -185,9 +191,14 @@ func rules(cfg Config, f Family) Ruleset {
 		// upstream, Docker's 127.0.0.11 (DNATed by Docker's own rules after
 		// this chain) included.
 		"-A " + ChainDNS + " -m mark --mark " + mark + " -j RETURN",
+	}
+	for _, d := range dockerDNS {
+		nat.rules = append(nat.rules, "-A "+ChainDNS+" "+d+" -j RETURN")
+	}
+	nat.rules = append(nat.rules,
 		fmt.Sprintf("-A %s -p udp -m udp --dport 53 -j REDIRECT --to-ports %d", ChainDNS, cfg.DNSPort),
 		fmt.Sprintf("-A %s -p tcp -m tcp --dport 53 -j REDIRECT --to-ports %d", ChainDNS, cfg.DNSPort),
-	}
+	)
 	return Ruleset{
 		Family: f,
 		Jumps: []Jump{
@@ -197,6 +208,49 @@ func rules(cfg Config, f Family) Ruleset {
 		},
 		tables: []table{filter, nat},
 	}
+}
+
+// DockerDNS is Docker's embedded DNS server, the nameserver of every
+// container on a user-defined network.
+var DockerDNS = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 11}), 53)
+
+// dockerForwards matches the queries Docker's embedded DNS forwards to its
+// external servers, when (and only when) the filter's upstream includes
+// DockerDNS. dockerd answers 127.0.0.11 from a socket it opens inside the
+// container's namespace, so its forwards leave from here, unmarked: without
+// an exemption the nat redirect hands them back to the filter, which asks
+// 127.0.0.11 again — a loop in which no allowed name resolves.
+//
+// The exemption is as narrow as the packets: UDP/TCP to port 53, not to
+// loopback (the embedded resolver queries host-loopback servers from the
+// host's namespace, never from here), from a socket owned by uid 0 —
+// dockerd's credentials. Root in the container gains nothing by it: the
+// only root process there is the entrypoint, which holds CAP_NET_ADMIN and
+// could rewrite every rule anyway. The agent's user is never uid 0: it is
+// non-root with no_new_privs, no sudo and no setuid binaries, and the root
+// of a user namespace it makes is still its own uid to the owner match
+// (which compares kernel uids in the namespace's owning user namespace).
+// Nothing is keyed on the remote user's uid, which updateRemoteUserUID may
+// remap.
+func dockerForwards(cfg Config, f Family) []string {
+	docker := false
+	for _, u := range cfg.Upstream {
+		if netip.AddrPortFrom(u.Addr().Unmap(), u.Port()) == DockerDNS {
+			docker = true
+		}
+	}
+	if !docker {
+		return nil
+	}
+	loopback := "127.0.0.0/8"
+	if f == IPv6 {
+		loopback = "::1/128"
+	}
+	var out []string
+	for _, p := range []string{"udp", "tcp"} {
+		out = append(out, fmt.Sprintf("! -d %s -p %s -m %s --dport 53 -m owner --uid-owner 0", loopback, p, p))
+	}
+	return out
 }
 
 // dnsPorts matches the filter's upstream traffic: port 53 anywhere, and

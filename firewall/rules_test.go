@@ -3,6 +3,8 @@ package firewall
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -177,4 +179,71 @@ func TestValidate(t *testing.T) {
 	if err := (Config{Allow: []Destination{{Name: "ok-name_1.test"}}}).Validate(); err != nil {
 		t.Errorf("good config refused: %v", err)
 	}
+}
+
+// TestDockerDNSForwardsExempt checks that dockerd's forwards (uid 0, port
+// 53, not loopback) skip the redirect and are accepted before the
+// unmarked-DNS block, in both families — and only when the upstream is
+// Docker's embedded DNS.
+func TestDockerDNSForwardsExempt(t *testing.T) {
+	tests := []struct {
+		name     string
+		upstream []string
+		exempt   bool
+	}{
+		{"resolv.conf not read by Rules", nil, false},
+		{"another resolver", []string{"10.77.0.1:53"}, false},
+		{"Docker's embedded DNS", []string{"127.0.0.11:53"}, true},
+		{"embedded DNS among others", []string{"10.77.0.1:53", "127.0.0.11:53"}, true},
+		{"IPv4-mapped embedded DNS", []string{"[::ffff:127.0.0.11]:53"}, true},
+		{"127.0.0.11 on another port", []string{"127.0.0.11:5353"}, false},
+		{"another loopback resolver", []string{"127.0.0.53:53"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var cfg Config
+			for _, u := range tt.upstream {
+				cfg.Upstream = append(cfg.Upstream, netip.MustParseAddrPort(u))
+			}
+			for _, rs := range Rules(cfg) {
+				loopback := "127.0.0.0/8"
+				if rs.Family == IPv6 {
+					loopback = "::1/128"
+				}
+				lines := strings.Split(rs.String(), "\n")
+				for _, p := range []string{"udp", "tcp"} {
+					match := fmt.Sprintf("! -d %s -p %s -m %s --dport 53 -m owner --uid-owner 0", loopback, p, p)
+					accept := indexOf(lines, "-A "+ChainOutput+" "+match+" -j ACCEPT")
+					ret := indexOf(lines, "-A "+ChainDNS+" "+match+" -j RETURN")
+					if !tt.exempt {
+						if accept >= 0 || ret >= 0 || strings.Contains(rs.String(), "owner") {
+							t.Errorf("%v: exemption present without Docker's DNS upstream:\n%s", rs.Family, rs)
+						}
+						continue
+					}
+					block := indexOf(lines, fmt.Sprintf("-A %s -p %s -m %s --dport 53 -m mark ! --mark 0x%x -j %s", ChainOutput, p, p, DefaultMark, ChainBlocked))
+					redirect := indexOf(lines, fmt.Sprintf("-A %s -p %s -m %s --dport 53 -j REDIRECT --to-ports %d", ChainDNS, p, p, DefaultDNSPort))
+					if accept < 0 || block < 0 || accept > block {
+						t.Errorf("%v %s: accept at %d, unmarked-DNS block at %d: want the accept first", rs.Family, p, accept, block)
+					}
+					if ret < 0 || redirect < 0 || ret > redirect {
+						t.Errorf("%v %s: return at %d, redirect at %d: want the return first", rs.Family, p, ret, redirect)
+					}
+				}
+				// Never keyed on any uid but root's.
+				if n := strings.Count(rs.String(), "--uid-owner"); tt.exempt && n != strings.Count(rs.String(), "--uid-owner 0 ") {
+					t.Errorf("%v: a uid other than 0 in the rules:\n%s", rs.Family, rs)
+				}
+			}
+		})
+	}
+}
+
+func indexOf(lines []string, want string) int {
+	for i, l := range lines {
+		if l == want {
+			return i
+		}
+	}
+	return -1
 }
