@@ -74,6 +74,28 @@ func (OSFS) ReadDir(name string) ([]string, error) {
 	return names, nil
 }
 
+// ReadDirKinds lists a directory with each entry's kind from the
+// directory itself (d_type; os.ReadDir falls back to lstat where the
+// filesystem does not say), sorted by name.
+func (OSFS) ReadDirKinds(name string) ([]DirEntry, error) {
+	es, err := os.ReadDir(name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DirEntry, len(es))
+	for i, e := range es {
+		k := File
+		switch t := e.Type(); {
+		case t&fs.ModeSymlink != 0:
+			k = Symlink
+		case t.IsDir():
+			k = Dir
+		}
+		out[i] = DirEntry{Name: e.Name(), Kind: k}
+	}
+	return out, nil
+}
+
 // resolved is a path with every symlink followed.
 type resolved struct {
 	// Real is the path with no symlink in it. Components past the first

@@ -99,8 +99,31 @@ func Plan(cfg Config, fsys FS) (Spec, error) {
 			return Spec{}, fmt.Errorf("sandbox: %s %q is not an absolute path", name, p)
 		}
 	}
+	if kl, ok := fsys.(kindLister); ok {
+		// The default denies (**/.env, **/.env.*) walk the same tree twice.
+		fsys = &listCache{FS: fsys, kl: kl, dirs: map[string][]DirEntry{}}
+	}
 	pl := planner{cfg: cfg, fsys: fsys}
 	return pl.plan()
+}
+
+// listCache remembers directory listings for the length of one Plan, so
+// that several "**" patterns list each directory once.
+type listCache struct {
+	FS
+	kl   kindLister
+	dirs map[string][]DirEntry
+}
+
+func (c *listCache) ReadDirKinds(name string) ([]DirEntry, error) {
+	if es, ok := c.dirs[name]; ok {
+		return es, nil
+	}
+	es, err := c.kl.ReadDirKinds(name)
+	if err == nil {
+		c.dirs[name] = es
+	}
+	return es, err
 }
 
 type planner struct {
@@ -462,19 +485,16 @@ func glob(fsys FS, pattern string) ([]string, error) {
 			if depth >= maxGlobDepth {
 				return nil
 			}
-			names, err := readDirIfDir(fsys, dir)
+			entries, err := readDirKinds(fsys, dir)
 			if err != nil {
 				return err
 			}
-			for _, n := range names {
-				if n == ".git" || n == "node_modules" {
+			for _, e := range entries {
+				if e.Name == ".git" || e.Name == "node_modules" {
 					continue
 				}
-				c := path.Join(dir, n)
-				if k, err := fsys.Lstat(c); err != nil {
-					return err
-				} else if k == Dir {
-					if err := walk(c, parts, depth+1); err != nil {
+				if e.Kind == Dir {
+					if err := walk(path.Join(dir, e.Name), parts, depth+1); err != nil {
 						return err
 					}
 				}
@@ -516,6 +536,46 @@ func glob(fsys FS, pattern string) ([]string, error) {
 // maxGlobDepth bounds "**" so that a pattern cannot make every run walk a
 // whole home directory.
 const maxGlobDepth = 8
+
+// DirEntry is one directory entry with what it is (as Lstat says: a
+// symlink is a Symlink, never what it points to).
+type DirEntry struct {
+	Name string
+	Kind Kind
+}
+
+// kindLister is implemented by filesystems that learn each entry's kind
+// while listing a directory (the kernel's d_type): a "**" walk then needs
+// no Lstat per entry, which is most of `devbox run`'s start-up on a large
+// workspace.
+type kindLister interface {
+	ReadDirKinds(name string) ([]DirEntry, error)
+}
+
+// readDirKinds lists dir (nothing when it is not a directory) with each
+// entry's kind, through kindLister when fsys has it.
+func readDirKinds(fsys FS, dir string) ([]DirEntry, error) {
+	k, err := fsys.Lstat(dir)
+	if err != nil || k != Dir {
+		return nil, err
+	}
+	if kl, ok := fsys.(kindLister); ok {
+		return kl.ReadDirKinds(dir)
+	}
+	names, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DirEntry, 0, len(names))
+	for _, n := range names {
+		k, err := fsys.Lstat(path.Join(dir, n))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, DirEntry{Name: n, Kind: k})
+	}
+	return out, nil
+}
 
 func readDirIfDir(fsys FS, dir string) ([]string, error) {
 	k, err := fsys.Lstat(dir)
