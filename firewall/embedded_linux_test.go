@@ -170,8 +170,31 @@ func TestFence_DockerEmbeddedDNSResolves(t *testing.T) {
 			t.Errorf("the world never saw %s; it saw %v", want, seen)
 		}
 	}
-	if h := f.status().Daemon.Health; h == nil || h.UpstreamErrors != 0 || h.Forwarded == 0 {
-		t.Errorf("filter health %+v: want forwarded queries and no upstream errors", h)
+	st := f.status()
+	if h := st.Daemon.Health; h == nil || h.UpstreamErrors != 0 || h.Forwarded == 0 || strings.Join(h.Upstreams, ",") != DockerDNS.String() {
+		t.Errorf("filter health %+v: want upstream %s, forwarded queries and no upstream errors", h, DockerDNS)
+	}
+	// The forwards went out through the exemption, and status shows it
+	// with its counters.
+	exempt := map[string]uint64{}
+	for _, fs := range st.Families {
+		for _, r := range fs.Rules {
+			if strings.Contains(r.Rule, "owner UID match 0") {
+				exempt[fs.Family+" "+r.Rule] = r.Packets
+			}
+		}
+	}
+	if len(exempt) != 4 {
+		t.Errorf("status shows %d uid-0 exemption rules, want UDP and TCP in both families: %v", len(exempt), exempt)
+	}
+	var used uint64
+	for r, n := range exempt {
+		if strings.HasPrefix(r, "ipv4 ") {
+			used += n
+		}
+	}
+	if used == 0 {
+		t.Errorf("no packet matched the IPv4 exemption: %v", exempt)
 	}
 }
 

@@ -221,9 +221,9 @@ var DockerDNS = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 11}), 53)
 // an exemption the nat redirect hands them back to the filter, which asks
 // 127.0.0.11 again — a loop in which no allowed name resolves.
 //
-// The exemption is as narrow as the packets: UDP/TCP to port 53, not to
-// loopback (the embedded resolver queries host-loopback servers from the
-// host's namespace, never from here), from a socket owned by uid 0 —
+// The exemption is as narrow as the packets: UDP/TCP to port 53, not to a
+// local address (the embedded resolver queries host-loopback servers from
+// the host's namespace, never from here), from a socket owned by uid 0 —
 // dockerd's credentials. Root in the container gains nothing by it: the
 // only root process there is the entrypoint, which holds CAP_NET_ADMIN and
 // could rewrite every rule anyway. The agent's user is never uid 0: it is
@@ -242,13 +242,13 @@ func dockerForwards(cfg Config, f Family) []string {
 	if !docker {
 		return nil
 	}
-	loopback := "127.0.0.0/8"
-	if f == IPv6 {
-		loopback = "::1/128"
-	}
+	// "Not local" rather than "! -d 127.0.0.0/8": a negated address is
+	// what `iptables -L` cannot print as a prefix, and status reads the
+	// counters from there. LOCAL covers loopback and the container's own
+	// addresses, none of which is an external server.
 	var out []string
 	for _, p := range []string{"udp", "tcp"} {
-		out = append(out, fmt.Sprintf("! -d %s -p %s -m %s --dport 53 -m owner --uid-owner 0", loopback, p, p))
+		out = append(out, fmt.Sprintf("-p %s -m %s --dport 53 -m addrtype ! --dst-type LOCAL -m owner --uid-owner 0", p, p))
 	}
 	return out
 }

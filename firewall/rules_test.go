@@ -182,7 +182,7 @@ func TestValidate(t *testing.T) {
 }
 
 // TestDockerDNSForwardsExempt checks that dockerd's forwards (uid 0, port
-// 53, not loopback) skip the redirect and are accepted before the
+// 53, not to a local address) skip the redirect and are accepted before the
 // unmarked-DNS block, in both families — and only when the upstream is
 // Docker's embedded DNS.
 func TestDockerDNSForwardsExempt(t *testing.T) {
@@ -206,13 +206,9 @@ func TestDockerDNSForwardsExempt(t *testing.T) {
 				cfg.Upstream = append(cfg.Upstream, netip.MustParseAddrPort(u))
 			}
 			for _, rs := range Rules(cfg) {
-				loopback := "127.0.0.0/8"
-				if rs.Family == IPv6 {
-					loopback = "::1/128"
-				}
 				lines := strings.Split(rs.String(), "\n")
 				for _, p := range []string{"udp", "tcp"} {
-					match := fmt.Sprintf("! -d %s -p %s -m %s --dport 53 -m owner --uid-owner 0", loopback, p, p)
+					match := fmt.Sprintf("-p %s -m %s --dport 53 -m addrtype ! --dst-type LOCAL -m owner --uid-owner 0", p, p)
 					accept := indexOf(lines, "-A "+ChainOutput+" "+match+" -j ACCEPT")
 					ret := indexOf(lines, "-A "+ChainDNS+" "+match+" -j RETURN")
 					if !tt.exempt {
