@@ -15,6 +15,7 @@ import (
 
 	"github.com/tailscale/hujson"
 
+	"github.com/devbox-dev/devbox/firewall"
 	"github.com/devbox-dev/devbox/internal/devboxtest"
 	"github.com/devbox-dev/devbox/internal/entrypoint"
 )
@@ -80,14 +81,9 @@ func tail(s string) string {
 
 // policyFor is the sample repository's policy: one allowed destination,
 // no Claude Code (the build stays small; the fence does not depend on it).
-//
-// KNOWN GAP (reported): the DNS upstream is the world's resolver, named
-// explicitly. With the default (resolv.conf, i.e. Docker's embedded
-// resolver 127.0.0.11 on a user-defined network), Docker forwards the
-// filter's query from inside the container's network namespace, unmarked,
-// so the fence redirects it back to the filter: a loop, and no allowed
-// name resolves. The default bridge network has no embedded resolver and is
-// not affected.
+// The DNS upstream is the default: resolv.conf, i.e. Docker's embedded
+// resolver 127.0.0.11 on the world's user-defined network, which forwards
+// to the world's resolver (`--dns`) from inside the container.
 func policyFor(e env, w *world, tag string) string {
 	return fmt.Sprintf(`// e2e sample policy
 {
@@ -95,11 +91,10 @@ func policyFor(e env, w *world, tag string) string {
   "agent": {"claudeCode": "none"},
   "network": {
     "allow": ["allowed.test:8080"],
-    "dns": {"upstream": [%q]},
     "log": {"blocked": true},
   },
 }
-`, e.base, tag, w.W1+":53")
+`, e.base, tag)
 }
 
 // sampleRepo makes a git repository with the policy, locks it and runs
@@ -218,6 +213,34 @@ func requireFenced(t testing.TB, d devboxtest.Docker, id, notStartID string) ent
 	}
 	t.Logf("fenced and verified: entrypoint took %.1f ms (%+v)", st.ElapsedMS, st.Steps)
 	return st
+}
+
+// requireEmbeddedDNS checks the DNS filter forwards to Docker's embedded
+// resolver (the default upstream on a user-defined network) and that
+// dockerd's forwards left through the firewall's uid-0 exemption: allowed
+// names resolved through 127.0.0.11, with no loop.
+func requireEmbeddedDNS(t testing.TB, d devboxtest.Docker, id string) {
+	t.Helper()
+	out := d.Run(t, "exec", "-u", "root", id, "devbox", "firewall", "status", "--json")
+	var st firewall.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("devbox firewall status --json: %v\n%s", err, out)
+	}
+	h := st.Daemon.Health
+	if h == nil || strings.Join(h.Upstreams, ",") != firewall.DockerDNS.String() || h.Forwarded == 0 || h.UpstreamErrors != 0 {
+		t.Fatalf("DNS filter health %+v: want upstream %s, forwarded queries, no upstream errors", h, firewall.DockerDNS)
+	}
+	var exempt uint64
+	for _, fs := range st.Families {
+		for _, r := range fs.Rules {
+			if strings.Contains(r.Rule, "owner UID match 0") {
+				exempt += r.Packets
+			}
+		}
+	}
+	if exempt == 0 {
+		t.Errorf("no packet went through the Docker DNS exemption:\n%s", out)
+	}
 }
 
 // prepare copies the escape suite in and plants a root-only secret.
@@ -399,6 +422,7 @@ func TestFence(t *testing.T) {
 			t.Fatalf("devcontainer exec runs as uid %q (%v), want the non-root remote user", out, err)
 		}
 		requireReadOnly(t, escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2))
+		requireEmbeddedDNS(t, e.d, id)
 		if out, err := dexec("devbox", "doctor", "--workspace", ws).CombinedOutput(); err != nil {
 			t.Errorf("devbox doctor as the remote user: %v\n%s", err, out)
 		}
@@ -451,6 +475,7 @@ func TestFence(t *testing.T) {
 			return e.d.Command(context.Background(), append([]string{"exec", "-u", "dev", id}, args...)...)
 		}
 		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs("")...)...), 35, 2)
+		requireEmbeddedDNS(t, e.d, id)
 		e.d.Run(t, "restart", "-t", "2", id)
 		requireFenced(t, e.d, id, first.StartID)
 		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs("")...)...), 35, 2)
