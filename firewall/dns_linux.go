@@ -327,6 +327,14 @@ func (f *filter) insert(a netip.Addr, v Verdict, ttl time.Duration) error {
 		e   entry
 	}
 	var ms []member
+	// Deny entries first: if writing them fails, nothing of this address
+	// has been allowed yet, and they never expire before the allows
+	// written after them.
+	for _, port := range v.DenyPorts {
+		for _, e := range portEntries(p, port) {
+			ms = append(ms, member{SetName(SetDenyPort, fam), e})
+		}
+	}
 	if v.AnyPort {
 		ms = append(ms, member{SetName(SetAllow, fam), entry{prefix: p}})
 	}

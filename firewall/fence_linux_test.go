@@ -367,6 +367,47 @@ func TestFence_DenyBeatsAllow(t *testing.T) {
 	})
 }
 
+// TestFence_DenyNameWithPort: a deny entry with a port for a name that a
+// wildcard allows keeps the name resolvable and every other port open, and
+// closes that port (TCP and UDP, both families) for the addresses the
+// filter learns.
+func TestFence_DenyNameWithPort(t *testing.T) {
+	f := newFence(t, Config{
+		Allow: []Destination{{Name: "test", Wildcard: true}},
+		Deny:  []Destination{{Name: "api.test", Port: 443}},
+	})
+	if rc, ans := f.lookup("api.test", "A"); rc != "NOERROR" || len(ans) != 1 || ans[0] != hostAPI.String() {
+		t.Fatalf("api.test A = %s %v, want %s", rc, ans, hostAPI)
+	}
+	if rc, ans := f.lookup("api.test", "AAAA"); rc != "NOERROR" || len(ans) != 1 || ans[0] != hostAPI6.String() {
+		t.Fatalf("api.test AAAA = %s %v, want %s", rc, ans, hostAPI6)
+	}
+	if rc, _ := f.lookup("other.test", "A"); rc != "NOERROR" {
+		t.Fatalf("other.test A = %s", rc)
+	}
+	f.mustBlock(ap(hostAPI, 443))
+	f.mustBlock(ap(hostAPI6, 443))
+	f.mustConnect(ap(hostAPI, 80))
+	f.mustConnect(ap(hostAPI6, 8080))
+	f.mustConnect(ap(hostOther, 443)) // another allowed name keeps port 443
+	if out, ok := f.probe("udp", ap(hostAPI, 443).String()); ok {
+		t.Errorf("udp api.test:443 got through: %s", out)
+	}
+	if out, ok := f.probe("udp", ap(hostAPI, 5000).String()); !ok {
+		t.Errorf("udp api.test:5000 blocked, want allowed: %s", out)
+	}
+	// A second lookup is a cache hit; the port stays closed.
+	if rc, _ := f.lookup("api.test", "A"); rc != "NOERROR" {
+		t.Fatalf("api.test A again = %s", rc)
+	}
+	f.mustBlock(ap(hostAPI, 443))
+	waitFor(t, "the denied connection in the log", func() bool {
+		return countEvents(f.logEvents(), func(e Event) bool {
+			return e.Reason == "denied" && e.Dst == hostAPI.String() && e.Port == 443 && e.Proto == "tcp" && e.Name == "api.test"
+		}) >= 1
+	})
+}
+
 func TestFence_EmptyAllowListNothingLeaves(t *testing.T) {
 	f := newFence(t, Config{})
 	for _, name := range []string{"api.test", "other.test"} {

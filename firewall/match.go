@@ -15,6 +15,11 @@ type Verdict struct {
 	// Ports lists the ports the matching entries allow.
 	AnyPort bool
 	Ports   []uint16
+	// DenyPorts lists the ports of deny entries with a port that match the
+	// name: its addresses go into the deny-port sets, which the rules check
+	// before any allow, so those ports stay closed while the others follow
+	// the allow entries.
+	DenyPorts []uint16
 }
 
 // Match decides whether name (a DNS name, with or without the trailing dot,
@@ -24,12 +29,16 @@ func (c Config) Match(name string) Verdict {
 	if !validName(name) {
 		return Verdict{Reason: "invalid-name"}
 	}
+	var v Verdict
 	for _, d := range c.Deny {
-		if d.Port == 0 && d.matchesName(name) {
+		if !d.matchesName(name) {
+			continue
+		}
+		if d.Port == 0 {
 			return Verdict{Reason: "denied"}
 		}
+		v.DenyPorts = appendUnique(v.DenyPorts, d.Port)
 	}
-	var v Verdict
 	for _, d := range c.Allow {
 		if !d.matchesName(name) {
 			continue
@@ -44,6 +53,8 @@ func (c Config) Match(name string) Verdict {
 	if !v.Allowed {
 		return Verdict{Reason: "not-allowed"}
 	}
+	// A port both allowed and denied stays in Ports: the deny-port set is
+	// checked first, so it is closed all the same.
 	if v.AnyPort {
 		v.Ports = nil
 	}

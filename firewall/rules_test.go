@@ -76,31 +76,41 @@ func TestMatch(t *testing.T) {
 			{Name: "only443.test", Port: 443},
 			{Name: "only443.test", Port: 8443},
 		},
-		Deny: []Destination{{Name: "evil.example.test"}, {Name: "bad.test", Wildcard: true}},
+		Deny: []Destination{
+			{Name: "evil.example.test"}, {Name: "bad.test", Wildcard: true},
+			{Name: "no443.example.test", Port: 443},
+			{Name: "example.test", Wildcard: true, Port: 25},
+			{Name: "only443.test", Port: 8443},
+			{Name: "unlisted.test", Port: 443},
+		},
 	}
 	tests := []struct {
-		name    string
-		allowed bool
-		reason  string
-		anyPort bool
-		ports   []uint16
+		name      string
+		allowed   bool
+		reason    string
+		anyPort   bool
+		ports     []uint16
+		denyPorts []uint16
 	}{
-		{"api.example.test", true, "", true, nil},
-		{"API.Example.Test.", true, "", true, nil},
-		{"x.y.example.test", true, "", true, nil},
-		{"example.test", false, "not-allowed", false, nil}, // wildcard is subdomains only
-		{"evil.example.test", false, "denied", false, nil},
-		{"a.bad.test", false, "denied", false, nil},
-		{"git.example.test", true, "", true, nil}, // also matched by the wildcard
-		{"only443.test", true, "", false, []uint16{443, 8443}},
-		{"other.test", false, "not-allowed", false, nil},
-		{"api.example.test\x00.evil", false, "invalid-name", false, nil},
-		{"", false, "invalid-name", false, nil},
+		{"api.example.test", true, "", true, nil, []uint16{25}},
+		{"API.Example.Test.", true, "", true, nil, []uint16{25}},
+		{"x.y.example.test", true, "", true, nil, []uint16{25}},
+		{"example.test", false, "not-allowed", false, nil, nil}, // wildcard is subdomains only
+		{"evil.example.test", false, "denied", false, nil, nil},
+		{"a.bad.test", false, "denied", false, nil, nil},
+		{"git.example.test", true, "", true, nil, []uint16{25}}, // also matched by the wildcard
+		// A deny entry with a port keeps the name resolvable and closes that port.
+		{"no443.example.test", true, "", true, nil, []uint16{443, 25}},
+		{"only443.test", true, "", false, []uint16{443, 8443}, []uint16{8443}},
+		{"unlisted.test", false, "not-allowed", false, nil, nil},
+		{"other.test", false, "not-allowed", false, nil, nil},
+		{"api.example.test\x00.evil", false, "invalid-name", false, nil, nil},
+		{"", false, "invalid-name", false, nil, nil},
 	}
 	for _, tt := range tests {
 		v := cfg.Match(tt.name)
-		if v.Allowed != tt.allowed || v.Reason != tt.reason || v.AnyPort != tt.anyPort || !equalPorts(v.Ports, tt.ports) {
-			t.Errorf("Match(%q) = %+v, want allowed=%v reason=%q anyPort=%v ports=%v", tt.name, v, tt.allowed, tt.reason, tt.anyPort, tt.ports)
+		if v.Allowed != tt.allowed || v.Reason != tt.reason || v.AnyPort != tt.anyPort || !equalPorts(v.Ports, tt.ports) || !equalPorts(v.DenyPorts, tt.denyPorts) {
+			t.Errorf("Match(%q) = %+v, want allowed=%v reason=%q anyPort=%v ports=%v denyPorts=%v", tt.name, v, tt.allowed, tt.reason, tt.anyPort, tt.ports, tt.denyPorts)
 		}
 	}
 }
