@@ -48,7 +48,7 @@ func Apply(ctx context.Context, cfg Config) (res Result, err error) {
 	if res.StaticEntries, err = s.loadSets(cfg); err != nil {
 		return res, fmt.Errorf("firewall: load sets: %w", err)
 	}
-	rulesets := Rules(effectiveUpstream(cfg))
+	rulesets := Rules(EffectiveUpstream(cfg))
 	err = perFamily(func(f Family) error {
 		rs := rulesets[0]
 		if f == IPv6 {
@@ -72,20 +72,6 @@ func Apply(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	res.Took = time.Since(start)
 	return res, nil
-}
-
-// effectiveUpstream returns cfg with Upstream set to what the DNS filter
-// will forward to — the resolv.conf nameservers when the policy names none —
-// so the rules exempt Docker's embedded DNS forwards exactly when the filter
-// uses it. An unreadable resolv.conf leaves Upstream empty: no exemption,
-// and the filter itself reports the missing upstream when it starts.
-func effectiveUpstream(cfg Config) Config {
-	if len(cfg.Upstream) == 0 {
-		if ups, err := cfg.upstreams(); err == nil {
-			cfg.Upstream = ups
-		}
-	}
-	return cfg
 }
 
 const dropPolicies = "*filter\n:INPUT DROP [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT DROP [0:0]\nCOMMIT\n"

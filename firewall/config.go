@@ -181,6 +181,25 @@ func LoadConfig(path string) (Config, error) {
 	return c, nil
 }
 
+// EffectiveUpstream returns cfg with Upstream set to what the DNS filter
+// will forward to — the nameservers of cfg.ResolvConf (default
+// /etc/resolv.conf) when the policy names none — so that the rules exempt
+// Docker's embedded DNS forwards exactly when the filter uses it. Apply and
+// `devbox firewall rules` both compile Rules(EffectiveUpstream(cfg)). An
+// unreadable resolv.conf leaves Upstream empty: no exemption, and the
+// filter itself reports the missing upstream when it starts.
+func EffectiveUpstream(cfg Config) Config {
+	if len(cfg.Upstream) == 0 {
+		if cfg.ResolvConf == "" {
+			cfg.ResolvConf = DefaultResolvConf
+		}
+		if ups, err := cfg.upstreams(); err == nil {
+			cfg.Upstream = ups
+		}
+	}
+	return cfg
+}
+
 // upstreams returns the resolvers the filter forwards to.
 func (c Config) upstreams() ([]netip.AddrPort, error) {
 	if len(c.Upstream) > 0 {

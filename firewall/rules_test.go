@@ -253,3 +253,40 @@ func indexOf(lines []string, want string) int {
 	}
 	return -1
 }
+
+// TestEffectiveUpstream: the policy's upstream wins; else resolv.conf's
+// nameservers (port 53); an unreadable file gives none (no exemption).
+func TestEffectiveUpstream(t *testing.T) {
+	dir := t.TempDir()
+	docker := filepath.Join(dir, "docker")
+	os.WriteFile(docker, []byte("nameserver 127.0.0.11\noptions ndots:0\n"), 0o644)
+	two := filepath.Join(dir, "two")
+	os.WriteFile(two, []byte("# c\nnameserver 10.0.0.1\nnameserver fe80::1%eth0\nsearch x.test\n"), 0o644)
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"policy upstream", Config{Upstream: []netip.AddrPort{netip.MustParseAddrPort("10.9.9.9:5353")}, ResolvConf: docker}, "[10.9.9.9:5353]"},
+		{"docker resolv.conf", Config{ResolvConf: docker}, "[127.0.0.11:53]"},
+		{"two nameservers", Config{ResolvConf: two}, "[10.0.0.1:53 [fe80::1]:53]"},
+		{"unreadable", Config{ResolvConf: filepath.Join(dir, "none")}, "[]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := fmt.Sprint(EffectiveUpstream(tt.cfg).Upstream); got != tt.want {
+				t.Errorf("EffectiveUpstream = %s, want %s", got, tt.want)
+			}
+		})
+	}
+	// The exemption follows: compiled for Docker's resolver only.
+	for _, tt := range []struct {
+		resolv string
+		want   bool
+	}{{docker, true}, {two, false}} {
+		text := Rules(EffectiveUpstream(Config{ResolvConf: tt.resolv}))[0].String()
+		if got := strings.Contains(text, "--uid-owner 0"); got != tt.want {
+			t.Errorf("%s: exemption compiled = %v, want %v", tt.resolv, got, tt.want)
+		}
+	}
+}

@@ -236,8 +236,13 @@ var firewallLogCommand = &cli.Command{
 
 var firewallRulesCommand = &cli.Command{
 	Name:  "rules",
-	Usage: "print the compiled iptables-restore rulesets without applying them",
-	Flags: firewallConfigFlags,
+	Usage: "print the rulesets apply would load, without applying them",
+	Description: `With no DNS upstream in the policy, the upstream is read from resolv.conf,
+as apply does: when it names Docker's embedded DNS (127.0.0.11) the rules
+include the exemption for dockerd's forwards.`,
+	Flags: append([]cli.Flag{
+		&cli.StringFlag{Name: "resolv-conf", Value: firewall.DefaultResolvConf, Usage: "resolv.conf `FILE` the default DNS upstream is read from"},
+	}, firewallConfigFlags...),
 	Action: func(c *cli.Context) error {
 		cfg, err := loadFirewallConfig(c)
 		if err != nil {
@@ -245,6 +250,19 @@ var firewallRulesCommand = &cli.Command{
 		}
 		if err := cfg.Validate(); err != nil {
 			return err
+		}
+		if c.IsSet("resolv-conf") || cfg.ResolvConf == "" {
+			cfg.ResolvConf = c.String("resolv-conf")
+		}
+		cfg = firewall.EffectiveUpstream(cfg)
+		if len(cfg.Upstream) == 0 {
+			fmt.Fprintf(c.App.Writer, "# DNS upstream: none (no nameserver readable in %s)\n", cfg.ResolvConf)
+		} else {
+			var ups []string
+			for _, u := range cfg.Upstream {
+				ups = append(ups, u.String())
+			}
+			fmt.Fprintf(c.App.Writer, "# DNS upstream: %s\n", strings.Join(ups, ", "))
 		}
 		for _, rs := range firewall.Rules(cfg) {
 			fmt.Fprintf(c.App.Writer, "# %s (%s --noflush)\n%s", rs.Family, map[firewall.Family]string{firewall.IPv4: "iptables-restore", firewall.IPv6: "ip6tables-restore"}[rs.Family], rs)
