@@ -77,6 +77,9 @@ type Config struct {
 	// Log turns the blocked-connection log on; LogFile is where it goes.
 	Log     bool   `json:"log,omitempty"`
 	LogFile string `json:"logFile,omitempty"`
+	// LogMaxBytes bounds LogFile: past it the file is copied to LogFile.1
+	// (replacing the previous copy) and emptied. Default 10 MiB.
+	LogMaxBytes int64 `json:"logMaxBytes,omitempty"`
 
 	// NoCache turns the filter's answer cache off (for benchmarks and
 	// debugging: every query then goes upstream).
@@ -104,6 +107,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxTTL == 0 {
 		c.MaxTTL = DefaultMaxTTL
 	}
+	if c.LogMaxBytes == 0 {
+		c.LogMaxBytes = DefaultLogMaxBytes
+	}
 	if c.StateDir == "" {
 		c.StateDir = DefaultStateDir
 	}
@@ -130,6 +136,9 @@ func (c Config) Validate() error {
 				return fmt.Errorf("firewall: %s[%d]: a wildcard needs a name", list.what, i)
 			}
 		}
+	}
+	if c.LogMaxBytes < 0 {
+		return fmt.Errorf("firewall: logMaxBytes %d is negative", c.LogMaxBytes)
 	}
 	if c.MinTTL < 0 || c.MaxTTL < 0 || (c.MaxTTL != 0 && c.MinTTL > c.MaxTTL) {
 		return fmt.Errorf("firewall: TTL bounds %v..%v are not a range", c.MinTTL, c.MaxTTL)

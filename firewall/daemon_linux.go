@@ -55,24 +55,27 @@ func StartDNS(ctx context.Context, cfg Config, opts DaemonOptions) (int, error) 
 		return 0, fmt.Errorf("firewall: write daemon config: %w", err)
 	}
 	errPath := filepath.Join(cfg.StateDir, daemonErrFile)
-	errFile, err := os.OpenFile(errPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	// O_APPEND, so that after the daemon empties the file (it bounds it,
+	// see rotatingFile) every writer of the shared descriptor starts again
+	// at offset 0 instead of leaving a hole.
+	errFile, err := os.OpenFile(errPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
 	if err != nil {
 		return 0, fmt.Errorf("firewall: %w", err)
 	}
 	defer errFile.Close()
+	// The rotated copies are created here, by root, for the daemon's user:
+	// it cannot create files in the root-owned directories.
+	if err := handOver(errPath+".1", opts); err != nil {
+		return 0, err
+	}
 	if cfg.Log && cfg.LogFile != "" {
 		// The daemon appends to the log as its own user; root creates it.
 		if err := os.MkdirAll(filepath.Dir(cfg.LogFile), 0o755); err != nil {
 			return 0, fmt.Errorf("firewall: log directory: %w", err)
 		}
-		lf, err := os.OpenFile(cfg.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			return 0, fmt.Errorf("firewall: %w", err)
-		}
-		lf.Close()
-		if opts.UID >= 0 {
-			if err := os.Chown(cfg.LogFile, opts.UID, opts.GID); err != nil {
-				return 0, fmt.Errorf("firewall: %w", err)
+		for _, p := range []string{cfg.LogFile, cfg.LogFile + ".1"} {
+			if err := handOver(p, opts); err != nil {
+				return 0, err
 			}
 		}
 	}
@@ -115,6 +118,22 @@ func StartDNS(ctx context.Context, cfg Config, opts DaemonOptions) (int, error) 
 			return 0, fmt.Errorf("firewall: DNS filter did not answer within %v: %w", opts.Wait, herr)
 		}
 	}
+}
+
+// handOver creates path if missing (keeping its contents) and gives it to
+// the daemon's user.
+func handOver(path string, opts DaemonOptions) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("firewall: %w", err)
+	}
+	f.Close()
+	if opts.UID >= 0 {
+		if err := os.Chown(path, opts.UID, opts.GID); err != nil {
+			return fmt.Errorf("firewall: %w", err)
+		}
+	}
+	return nil
 }
 
 // DaemonPID returns the pid in the pidfile when that process is alive.

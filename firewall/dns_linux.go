@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	stdlog "log"
 	"net"
 	"net/netip"
 	"os"
@@ -38,7 +40,25 @@ type filter struct {
 	// its set, so a hot name does not cost a netlink write per query.
 	fresh sync.Map // string (set/entry) → time.Time
 
+	// errw is where errors go: stderr, bounded when it is a file (dns.err).
+	errw io.Writer
+
 	queries, forwarded, refused, dropped, upErrors, inserted, blocked, hits atomic.Int64
+}
+
+// boundedStderr returns stderr, wrapped in a rotatingFile of errMaxBytes
+// when it is a regular file (StartDNS points it at StateDir/dns.err), so a
+// long-running daemon's error messages cannot grow without limit.
+func boundedStderr() io.Writer {
+	st, err := os.Stderr.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return os.Stderr
+	}
+	path, err := os.Readlink("/proc/self/fd/2")
+	if err != nil || !strings.HasPrefix(path, "/") {
+		return os.Stderr
+	}
+	return newRotatingFile(os.Stderr, path, errMaxBytes)
 }
 
 // markControl sets SO_MARK on the filter's upstream sockets: the one mark
@@ -66,6 +86,7 @@ func newFilter(cfg Config, s *sets, log *eventLog) (*filter, error) {
 	d := &net.Dialer{Control: markControl(cfg.Mark), Timeout: 2 * time.Second}
 	return &filter{
 		cfg: cfg, ups: ups, sets: s, log: log,
+		errw: os.Stderr,
 		udp: &dns.Client{Net: "udp", Dialer: d, Timeout: 2 * time.Second, UDPSize: 4096},
 		tcp: &dns.Client{Net: "tcp", Dialer: d, Timeout: 3 * time.Second},
 	}, nil
@@ -100,7 +121,7 @@ func (f *filter) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	resp, err := f.forward(r, tcp)
 	if err != nil {
 		f.upErrors.Add(1)
-		fmt.Fprintf(os.Stderr, "devbox dns: %s: %v\n", q.Name, err)
+		fmt.Fprintf(f.errw, "devbox dns: %s: %v\n", q.Name, err)
 		m := new(dns.Msg)
 		m.SetRcode(r, dns.RcodeServerFailure)
 		w.WriteMsg(m)
@@ -300,7 +321,7 @@ func (f *filter) filterAnswer(q dns.Question, resp *dns.Msg, v Verdict) string {
 			ttl := time.Duration(h.Ttl) * time.Second
 			ttl = min(max(ttl, f.cfg.MinTTL), f.cfg.MaxTTL)
 			if err := f.insert(addr, v, ttl); err != nil {
-				fmt.Fprintf(os.Stderr, "devbox dns: %s: %v\n", name, err)
+				fmt.Fprintf(f.errw, "devbox dns: %s: %v\n", name, err)
 				return "dns-set-error" // fail closed: no address the rules do not allow
 			}
 			f.names.Store(addr.Unmap(), name)
@@ -408,12 +429,14 @@ func RunDNS(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("firewall dns: open log: %w", err)
 		}
 		defer lf.Close()
-		log.w = lf
+		log.w = newRotatingFile(lf, cfg.LogFile, cfg.LogMaxBytes)
 	}
 	f, err := newFilter(cfg, s, &log)
 	if err != nil {
 		return fmt.Errorf("firewall dns: %w", err)
 	}
+	f.errw = boundedStderr()
+	stdlog.SetOutput(f.errw) // miekg/dns reports server errors through it
 	var servers []*dns.Server
 	for _, host := range []string{"127.0.0.1", "::1"} {
 		addr := net.JoinHostPort(host, fmt.Sprint(cfg.DNSPort))
@@ -422,7 +445,7 @@ func RunDNS(ctx context.Context, cfg Config) error {
 			if host == "::1" {
 				// Docker disables IPv6 in containers without an IPv6
 				// network: then there is no IPv6 DNS to redirect either.
-				fmt.Fprintf(os.Stderr, "devbox dns: no IPv6 listener: %v\n", err)
+				fmt.Fprintf(f.errw, "devbox dns: no IPv6 listener: %v\n", err)
 				continue
 			}
 			return fmt.Errorf("firewall dns: listen %s: %w", addr, err)

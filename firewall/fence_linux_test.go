@@ -5,6 +5,7 @@ package firewall
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/netip"
 	"os"
@@ -12,8 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
-	"time"
 
 	"github.com/miekg/dns"
 
@@ -218,17 +219,6 @@ func ap(a netip.Addr, port uint16) netip.AddrPort { return netip.AddrPortFrom(a,
 
 func allowName(n string) Destination { return Destination{Name: n} }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for i := 0; i < 100; i++ {
-		if cond() {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Errorf("timed out waiting for %s", what)
-}
-
 func TestFence_AllowedNameConnects(t *testing.T) {
 	f := newFence(t, Config{Allow: []Destination{allowName("api.test")}})
 	rc, ans := f.lookup("api.test", "A")
@@ -406,6 +396,39 @@ func TestFence_DenyNameWithPort(t *testing.T) {
 			return e.Reason == "denied" && e.Dst == hostAPI.String() && e.Port == 443 && e.Proto == "tcp" && e.Name == "api.test"
 		}) >= 1
 	})
+}
+
+// TestFence_LogFilesBounded: the daemon keeps the JSON log under
+// LogMaxBytes plus one rotated copy, both handed to its user by StartDNS,
+// and the rotated copy of dns.err exists for it too.
+func TestFence_LogFilesBounded(t *testing.T) {
+	const bound = 1024
+	f := newFence(t, Config{Allow: []Destination{allowName("api.test")}, LogMaxBytes: bound})
+	const n = 30 // about 100 bytes per refused query: three rotations
+	for i := range n {
+		if rc, _ := f.lookup(fmt.Sprintf("q%d.other.test", i), "A"); rc != "REFUSED" {
+			t.Fatalf("q%d.other.test: %s", i, rc)
+		}
+	}
+	for _, p := range []string{f.cfg.LogFile, f.cfg.LogFile + ".1", filepath.Join(f.dir, "dns.err.1")} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() > bound {
+			t.Errorf("%s is %d bytes, bound %d", p, st.Size(), bound)
+		}
+		if uid := st.Sys().(*syscall.Stat_t).Uid; uid != 998 {
+			t.Errorf("%s owned by uid %d, want the daemon's 998", p, uid)
+		}
+	}
+	evs := f.logEvents()
+	if len(evs) == 0 || len(evs) >= n {
+		t.Fatalf("log holds %d events, want the newest few of %d", len(evs), n)
+	}
+	if last := evs[len(evs)-1]; last.Name != fmt.Sprintf("q%d.other.test", n-1) || last.Reason != "dns-not-allowed" {
+		t.Errorf("newest event %+v, want q%d.other.test dns-not-allowed", last, n-1)
+	}
 }
 
 func TestFence_EmptyAllowListNothingLeaves(t *testing.T) {

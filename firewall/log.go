@@ -2,6 +2,7 @@ package firewall
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,14 +48,22 @@ func (l *eventLog) write(e Event) {
 	l.mu.Unlock()
 }
 
-// ReadLog returns every event in the log file at path.
+// ReadLog returns every event in the log file at path, the rotated copy
+// (path.1, older) first.
 func ReadLog(path string) ([]Event, error) {
+	var out []Event
+	if old, err := os.Open(path + ".1"); err == nil {
+		err = scanEvents(old, func(e Event) { out = append(out, e) })
+		old.Close()
+		if err != nil {
+			return nil, fmt.Errorf("firewall: %s.1: %w", path, err)
+		}
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("firewall: %w", err)
 	}
 	defer f.Close()
-	var out []Event
 	err = scanEvents(f, func(e Event) { out = append(out, e) })
 	return out, err
 }
@@ -72,28 +81,62 @@ func scanEvents(r io.Reader, fn func(Event)) error {
 }
 
 // FollowLog calls fn for every event already in the log and then for each
-// new one, until ctx is done (like tail -f).
+// new one, until ctx is done (like tail -F). When the writer rotates the
+// file (copies it to path.1 and empties it, see rotatingFile), the lines
+// written since the last read are read from path.1 before going on at the
+// start of the emptied file. Only a writer that writes more than the bound
+// between two polls (200 ms) can make it miss lines (a line read cut in the
+// middle is skipped, not misparsed).
 func FollowLog(ctx context.Context, path string, fn func(Event)) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("firewall: %w", err)
 	}
 	defer f.Close()
-	rd := bufio.NewReader(f)
-	var partial []byte
-	for {
-		line, err := rd.ReadBytes('\n')
-		partial = append(partial, line...)
-		if err == nil {
+	var (
+		off     int64 // bytes of path consumed, partial line included
+		partial []byte
+	)
+	emit := func(b []byte) {
+		partial = append(partial, b...)
+		for {
+			i := bytes.IndexByte(partial, '\n')
+			if i < 0 {
+				return
+			}
 			var e Event
-			if json.Unmarshal(partial, &e) == nil {
+			if json.Unmarshal(partial[:i], &e) == nil {
 				fn(e)
 			}
-			partial = partial[:0]
+			partial = partial[i+1:]
+		}
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := f.Read(buf)
+		off += int64(n)
+		emit(buf[:n])
+		if err == nil {
 			continue
 		}
 		if !errors.Is(err, io.EOF) {
 			return err
+		}
+		if st, serr := os.Stat(path); serr == nil && st.Size() < off {
+			// Rotated: the rest of what we had is in path.1.
+			if old, oerr := os.Open(path + ".1"); oerr == nil {
+				if _, serr := old.Seek(off, io.SeekStart); serr == nil {
+					rest, _ := io.ReadAll(old)
+					emit(rest)
+				}
+				old.Close()
+			}
+			partial = partial[:0]
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return err
+			}
+			off = 0
+			continue
 		}
 		select {
 		case <-ctx.Done():
