@@ -17,8 +17,9 @@ import (
 )
 
 var buildCommand = &cli.Command{
-	Name:  "build",
-	Usage: "build the policy's image with BuildKit and push, save or load it",
+	Name:      "build",
+	Usage:     "build the policy's image with BuildKit and push, save or load it",
+	ArgsUsage: "[FILE]",
 	Description: `Builds the image from the policy and its lock (devbox.lock.json beside the
 policy) with a BuildKit daemon: --buildkit-host, else $BUILDKIT_HOST, else
 ` + image.DefaultBuildkitHost + `. Without --frozen a missing or stale lock is

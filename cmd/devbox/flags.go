@@ -18,10 +18,20 @@ var (
 	platformFlag   = &cli.StringSliceFlag{Name: "platform", Usage: "target `OS/ARCH` (linux/amd64, linux/arm64); repeat or comma-separate"}
 )
 
-// loadPolicyFlag loads the policy named by --policy, or the one findPolicy
-// finds.
+// loadPolicyFlag loads the policy named by --policy or by the one optional
+// FILE argument (as `devbox policy validate FILE` takes it), or else the one
+// findPolicy finds. Extra arguments are an error rather than ignored, so
+// `devbox lock a.jsonc b.jsonc` never locks a file the user did not name.
 func loadPolicyFlag(c *cli.Context) (*policy.Policy, error) {
 	path := c.String(policyFileFlag.Name)
+	switch {
+	case c.NArg() > 1:
+		return nil, fmt.Errorf("want at most one policy FILE, got %d arguments: %q", c.NArg(), c.Args().Slice())
+	case c.NArg() == 1 && path != "" && path != c.Args().First():
+		return nil, fmt.Errorf("the policy is given twice: --policy %s and argument %s", path, c.Args().First())
+	case c.NArg() == 1:
+		path = c.Args().First()
+	}
 	if path == "" {
 		var err error
 		if path, err = findPolicy(); err != nil {

@@ -20,8 +20,9 @@ import (
 var lockPlatforms = []string{"linux/amd64", "linux/arm64"}
 
 var lockCommand = &cli.Command{
-	Name:  "lock",
-	Usage: "pin the build inputs of a policy in devbox.lock.json",
+	Name:      "lock",
+	Usage:     "pin the build inputs of a policy in devbox.lock.json",
+	ArgsUsage: "[FILE]",
 	Description: `Resolves the policy's image.base to a digest (credentials from the Docker
 config: $DOCKER_CONFIG/config.json or ~/.docker/config.json), pins the
 Claude Code native package for each platform by the sha512 integrity the
