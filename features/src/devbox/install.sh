@@ -130,6 +130,33 @@ fi
 bin=devbox-linux-$arch
 [ -f "$here/payload/$bin" ] || die "this feature package has no devbox binary for linux/$arch"
 (cd "$here/payload" && grep " $bin\$" SHA256SUMS | sha256sum -c --status) || die "payload/$bin does not match payload/SHA256SUMS"
+
+# --- what the fence runs ---------------------------------------------------
+# The entrypoint installs the rules with iptables-restore/ip6tables-restore
+# (and reads them back with *-save); without them the fence cannot even
+# fall back to deny-all, so a base image lacking them must get them now or
+# the build must fail. bubblewrap only when the per-command layer is on.
+need=
+for c in iptables-restore ip6tables-restore iptables-save ip6tables-save; do
+	command -v "$c" >/dev/null || { need=iptables; break; }
+done
+if [ "$SANDBOX" = true ] && ! command -v bwrap >/dev/null; then
+	need="${need:+$need }bubblewrap"
+fi
+if [ -n "$need" ]; then
+	command -v apt-get >/dev/null ||
+		die "the fence needs $need, which this image lacks, and there is no apt-get to install it: install $need in the image before this feature"
+	echo "devbox feature: installing $need from the image's apt sources"
+	# $need is a fixed list of package names built above, never an option.
+	# shellcheck disable=SC2086
+	{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $need >/dev/null; } ||
+		die "apt-get could not install $need (does the image build have network access to its Debian mirror?); install $need in the image before this feature"
+	rm -rf /var/lib/apt/lists/*
+	for c in iptables-restore ip6tables-restore iptables-save ip6tables-save; do
+		command -v "$c" >/dev/null || die "$c is still missing after installing $need"
+	done
+fi
+
 # Copied out of the temporary folder, which the CLI deletes after this step.
 install -m 0755 -o root -g root "$here/payload/$bin" /usr/local/bin/devbox
 
