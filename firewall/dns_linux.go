@@ -5,6 +5,7 @@ package firewall
 import (
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,15 +31,16 @@ type filter struct {
 	ups      []netip.AddrPort
 	sets     *sets
 	log      *eventLog
-	udp      *dns.Client
+	dialer   *net.Dialer
+	udp      *dns.Client // its Timeout bounds an upstream UDP exchange
 	tcp      *dns.Client
 	names    sync.Map // netip.Addr → name, for the packet log
-	pools    sync.Map // netip.AddrPort → chan *dns.Conn (idle upstream sockets)
+	pools    sync.Map // netip.AddrPort → chan *upConn (idle upstream sockets)
 	cache    sync.Map // cacheKey → *cacheEntry
 	cacheLen atomic.Int64
 	// fresh remembers until when each inserted entry is known to stay in
 	// its set, so a hot name does not cost a netlink write per query.
-	fresh sync.Map // string (set/entry) → time.Time
+	fresh sync.Map // freshKey → time.Time
 
 	// errw is where errors go: stderr, bounded when it is a file (dns.err).
 	errw io.Writer
@@ -85,56 +87,99 @@ func newFilter(cfg Config, s *sets, log *eventLog) (*filter, error) {
 	}
 	d := &net.Dialer{Control: markControl(cfg.Mark), Timeout: 2 * time.Second}
 	return &filter{
-		cfg: cfg, ups: ups, sets: s, log: log,
+		cfg: cfg, ups: ups, sets: s, log: log, dialer: d,
 		errw: os.Stderr,
-		udp: &dns.Client{Net: "udp", Dialer: d, Timeout: 2 * time.Second, UDPSize: 4096},
-		tcp: &dns.Client{Net: "tcp", Dialer: d, Timeout: 3 * time.Second},
+		udp:  &dns.Client{Net: "udp", Dialer: d, Timeout: 2 * time.Second, UDPSize: 4096},
+		tcp:  &dns.Client{Net: "tcp", Dialer: d, Timeout: 3 * time.Second},
 	}, nil
 }
 
+// ServeDNS answers TCP queries (through miekg/dns's server); UDP ones go
+// through serveUDP.
 func (f *filter) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
+	w.WriteMsg(f.answer(r, true, nil))
+}
+
+// answer decides one query and returns the reply. raw is the query as it
+// arrived (UDP), forwarded as is instead of packed again.
+func (f *filter) answer(r *dns.Msg, tcp bool, raw []byte) *dns.Msg {
 	f.queries.Add(1)
 	if len(r.Question) != 1 || r.Opcode != dns.OpcodeQuery {
 		m := new(dns.Msg)
 		m.SetRcode(r, dns.RcodeFormatError)
-		w.WriteMsg(m)
-		return
+		return m
 	}
 	q := r.Question[0]
 	if q.Qclass == dns.ClassCHAOS && strings.EqualFold(q.Name, HealthName) {
-		w.WriteMsg(f.health(r))
-		return
+		return f.health(r)
 	}
 	v := f.cfg.Match(q.Name)
 	if !v.Allowed {
-		f.refuse(w, r, "dns-"+v.Reason)
-		return
-	}
-	tcp := false
-	if _, ok := w.LocalAddr().(*net.TCPAddr); ok {
-		tcp = true
+		return f.refuse(r, "dns-"+v.Reason)
 	}
 	if resp := f.cached(q, r, v, tcp); resp != nil {
-		w.WriteMsg(resp)
-		return
+		return resp
 	}
-	resp, err := f.forward(r, tcp)
+	resp, err := f.forward(r, tcp, raw)
 	if err != nil {
 		f.upErrors.Add(1)
 		fmt.Fprintf(f.errw, "devbox dns: %s: %v\n", q.Name, err)
 		m := new(dns.Msg)
 		m.SetRcode(r, dns.RcodeServerFailure)
-		w.WriteMsg(m)
-		return
+		return m
 	}
 	f.forwarded.Add(1)
 	if reason := f.filterAnswer(q, resp, v); reason != "" {
-		f.refuse(w, r, reason)
-		return
+		return f.refuse(r, reason)
 	}
 	f.store(q, resp)
 	resp.Id = r.Id
-	w.WriteMsg(resp)
+	return resp
+}
+
+// udpWorkers is how many goroutines serve one UDP socket: each reads a
+// query, answers it and reads the next, so a query costs no goroutine
+// start and no stack growth (miekg/dns's server starts one per packet,
+// which was a tenth of the filter's CPU). It bounds the queries in flight
+// upstream per socket; more wait in the socket's buffer.
+const udpWorkers = 256
+
+// serveUDP answers the queries arriving on pc until it is closed.
+func (f *filter) serveUDP(pc *net.UDPConn) error {
+	errc := make(chan error, udpWorkers)
+	for range udpWorkers {
+		go func() {
+			buf := make([]byte, dns.MaxMsgSize)
+			var out []byte
+			for {
+				n, from, err := pc.ReadFromUDPAddrPort(buf)
+				if err != nil {
+					if errors.Is(err, net.ErrClosed) {
+						err = nil
+					}
+					errc <- err
+					return
+				}
+				r := new(dns.Msg)
+				if r.Unpack(buf[:n]) != nil || r.Response {
+					continue // not a query: no answer, as no server owes one
+				}
+				m := f.answer(r, false, buf[:n])
+				size := dns.MinMsgSize
+				if o := r.IsEdns0(); o != nil {
+					size = max(int(o.UDPSize()), dns.MinMsgSize)
+				}
+				if m.Len() > size {
+					m.Truncate(size)
+				}
+				if out, err = m.PackBuffer(out[:cap(out)]); err != nil {
+					continue
+				}
+				pc.WriteToUDPAddrPort(out, from)
+			}
+		}()
+	}
+	return <-errc
 }
 
 // cacheEntry is a filtered answer and when it expires.
@@ -222,16 +267,16 @@ func (f *filter) cached(q dns.Question, r *dns.Msg, v Verdict, tcp bool) *dns.Ms
 	return m
 }
 
-func (f *filter) refuse(w dns.ResponseWriter, r *dns.Msg, reason string) {
+func (f *filter) refuse(r *dns.Msg, reason string) *dns.Msg {
 	f.refused.Add(1)
 	q := r.Question[0]
 	f.log.write(Event{Time: time.Now().UTC(), Proto: "dns", Name: strings.TrimSuffix(strings.ToLower(q.Name), "."), QType: dns.TypeToString[q.Qtype], Reason: reason})
 	m := new(dns.Msg)
 	m.SetRcode(r, dns.RcodeRefused)
-	w.WriteMsg(m)
+	return m
 }
 
-func (f *filter) forward(r *dns.Msg, tcp bool) (*dns.Msg, error) {
+func (f *filter) forward(r *dns.Msg, tcp bool, raw []byte) (*dns.Msg, error) {
 	var errs []error
 	for _, up := range f.ups {
 		var resp *dns.Msg
@@ -239,7 +284,7 @@ func (f *filter) forward(r *dns.Msg, tcp bool) (*dns.Msg, error) {
 		if tcp {
 			resp, _, err = f.tcp.Exchange(r, up.String())
 		} else {
-			resp, err = f.exchangeUDP(r, up)
+			resp, err = f.exchangeUDP(r, raw, up)
 		}
 		if err == nil {
 			return resp, nil
@@ -249,41 +294,76 @@ func (f *filter) forward(r *dns.Msg, tcp bool) (*dns.Msg, error) {
 	return nil, errors.Join(errs...)
 }
 
-// exchangeUDP reuses marked upstream sockets: opening one per query costs
-// more than the query. A socket that saw an error is not reused.
-func (f *filter) exchangeUDP(r *dns.Msg, up netip.AddrPort) (*dns.Msg, error) {
+// upConn is an idle upstream socket: connected to one upstream and marked,
+// so it only ever receives that upstream's answers.
+type upConn struct {
+	c   *net.UDPConn
+	buf []byte
+}
+
+// exchangeUDP sends the query (raw, as the client sent it, when given) over
+// a reused marked socket: opening one per query costs more than the query.
+// An answer with another id (a late answer to an earlier query that timed
+// out on this socket) is skipped; a socket that saw an error is closed.
+func (f *filter) exchangeUDP(r *dns.Msg, raw []byte, up netip.AddrPort) (*dns.Msg, error) {
 	pool := f.pool(up)
-	var co *dns.Conn
+	var uc *upConn
 	select {
-	case co = <-pool:
+	case uc = <-pool:
 	default:
+		c, err := f.dialer.Dial("udp", up.String())
+		if err != nil {
+			return nil, err
+		}
+		uc = &upConn{c: c.(*net.UDPConn), buf: make([]byte, 4096)}
+	}
+	if raw == nil {
 		var err error
-		if co, err = f.udp.Dial(up.String()); err != nil {
+		if raw, err = r.Pack(); err != nil {
+			uc.c.Close()
 			return nil, err
 		}
 	}
-	resp, _, err := f.udp.ExchangeWithConn(r, co)
-	if err != nil || resp.Id != r.Id {
-		co.Close()
-		if err == nil {
-			err = errors.New("answer id mismatch")
-		}
+	resp, err := uc.exchange(raw, r.Id, time.Now().Add(f.udp.Timeout))
+	if err != nil {
+		uc.c.Close()
 		return nil, err
 	}
 	select {
-	case pool <- co:
+	case pool <- uc:
 	default:
-		co.Close()
+		uc.c.Close()
 	}
 	return resp, nil
 }
 
-func (f *filter) pool(up netip.AddrPort) chan *dns.Conn {
-	if p, ok := f.pools.Load(up); ok {
-		return p.(chan *dns.Conn)
+func (uc *upConn) exchange(raw []byte, id uint16, deadline time.Time) (*dns.Msg, error) {
+	uc.c.SetDeadline(deadline)
+	if _, err := uc.c.Write(raw); err != nil {
+		return nil, err
 	}
-	p, _ := f.pools.LoadOrStore(up, make(chan *dns.Conn, 64))
-	return p.(chan *dns.Conn)
+	for {
+		n, err := uc.c.Read(uc.buf)
+		if err != nil {
+			return nil, err
+		}
+		if n < 2 || binary.BigEndian.Uint16(uc.buf) != id {
+			continue
+		}
+		resp := new(dns.Msg)
+		if err := resp.Unpack(uc.buf[:n]); err != nil {
+			return nil, err
+		}
+		return resp, nil
+	}
+}
+
+func (f *filter) pool(up netip.AddrPort) chan *upConn {
+	if p, ok := f.pools.Load(up); ok {
+		return p.(chan *upConn)
+	}
+	p, _ := f.pools.LoadOrStore(up, make(chan *upConn, udpWorkers))
+	return p.(chan *upConn)
 }
 
 // filterAnswer drops addresses an allowed name must never point at, inserts
@@ -324,7 +404,9 @@ func (f *filter) filterAnswer(q dns.Question, resp *dns.Msg, v Verdict) string {
 				fmt.Fprintf(f.errw, "devbox dns: %s: %v\n", name, err)
 				return "dns-set-error" // fail closed: no address the rules do not allow
 			}
-			f.names.Store(addr.Unmap(), name)
+			if n, ok := f.names.Load(addr.Unmap()); !ok || n.(string) != name {
+				f.names.Store(addr.Unmap(), name)
+			}
 		}
 		kept = append(kept, rr)
 	}
@@ -337,6 +419,12 @@ func (f *filter) filterAnswer(q dns.Question, resp *dns.Msg, v Verdict) string {
 	}
 	resp.Extra = extra
 	return ""
+}
+
+// freshKey names one set member (comparable, so no string is built per query).
+type freshKey struct {
+	set string
+	e   entry
 }
 
 func (f *filter) insert(a netip.Addr, v Verdict, ttl time.Duration) error {
@@ -366,7 +454,7 @@ func (f *filter) insert(a netip.Addr, v Verdict, ttl time.Duration) error {
 	}
 	now := time.Now()
 	for _, m := range ms {
-		key := m.set + "/" + m.e.String()
+		key := freshKey{m.set, m.e}
 		// Entries are written with twice the TTL and rewritten only once
 		// less than one TTL is left: every answer's address outlives the
 		// answer's TTL, and a hot name costs one netlink write per TTL
@@ -437,7 +525,10 @@ func RunDNS(ctx context.Context, cfg Config) error {
 	}
 	f.errw = boundedStderr()
 	stdlog.SetOutput(f.errw) // miekg/dns reports server errors through it
-	var servers []*dns.Server
+	var (
+		servers []*dns.Server
+		pcs     []*net.UDPConn
+	)
 	for _, host := range []string{"127.0.0.1", "::1"} {
 		addr := net.JoinHostPort(host, fmt.Sprint(cfg.DNSPort))
 		pc, err := net.ListenPacket("udp", addr)
@@ -455,11 +546,16 @@ func RunDNS(ctx context.Context, cfg Config) error {
 			pc.Close()
 			return fmt.Errorf("firewall dns: listen %s: %w", addr, err)
 		}
-		servers = append(servers, &dns.Server{PacketConn: pc, Handler: f}, &dns.Server{Listener: l, Handler: f})
+		pcs = append(pcs, pc.(*net.UDPConn))
+		servers = append(servers, &dns.Server{Listener: l, Handler: f})
 	}
-	errc := make(chan error, len(servers)+1)
+	errc := make(chan error, len(servers)+len(pcs)+1)
 	for _, srv := range servers {
 		go func() { errc <- srv.ActivateAndServe() }()
+	}
+	for _, pc := range pcs {
+		defer pc.Close()
+		go func() { errc <- f.serveUDP(pc) }()
 	}
 	if cfg.Log {
 		nl, err := openNFLOG(cfg.LogGroup)

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"testing"
@@ -60,6 +61,17 @@ func helperDNS() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	// For profiling the filter by hand (docs/firewall.md, "Profiling").
+	if p := os.Getenv("DEVBOX_FW_CPUPROFILE"); p != "" {
+		pf, err := os.Create(p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		pprof.StartCPUProfile(pf)
+		defer pf.Close()
+		defer pprof.StopCPUProfile()
+	}
 	if err := RunDNS(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
