@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -257,7 +258,7 @@ func TestSteps(t *testing.T) {
 	for _, s := range steps {
 		names = append(names, s.Name)
 	}
-	want := []string{"claude-fetch", "claude-verify", "packages", "accounts", "claude", "devbox", "claude-settings", "policy"}
+	want := []string{"claude-fetch", "claude-verify", "packages", "accounts", "claude", "login-banner", "devbox", "claude-settings", "policy"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("steps %q, want %q", names, want)
 	}
@@ -283,6 +284,23 @@ func TestSteps(t *testing.T) {
 		if !strings.Contains(acc, w) {
 			t.Errorf("accounts script lacks %q", w)
 		}
+	}
+	// The banner script, written to a scratch path instead of
+	// /etc/profile.d, must source cleanly under sh -e even when doctor
+	// fails or is missing: a login shell must never die of it.
+	banner := filepath.Join(t.TempDir(), "devbox.sh")
+	script := strings.ReplaceAll(byName["login-banner"].Script, LoginBannerPath, banner)
+	script = strings.ReplaceAll(script, "mkdir -p /etc/profile.d\n", "")
+	if out, err := exec.Command("sh", "-eu", "-c", script).CombinedOutput(); err != nil {
+		t.Fatalf("login-banner script: %v\n%s", err, out)
+	}
+	b, _ := os.ReadFile(banner)
+	if !strings.Contains(string(b), devcontainer.BinaryPath+" doctor --quiet || true") {
+		t.Errorf("%s does not run doctor --quiet:\n%s", LoginBannerPath, b)
+	}
+	fakeBin := strings.ReplaceAll(string(b), devcontainer.BinaryPath, "/bin/false")
+	if out, err := exec.Command("sh", "-e", "-c", fakeBin+"\necho shell-went-on").CombinedOutput(); err != nil || !strings.Contains(string(out), "shell-went-on") {
+		t.Errorf("a failing doctor stops a login shell under -e: %v\n%s", err, out)
 	}
 	pol := byName["policy"]
 	if pol.Dest != devcontainer.PolicyPath || !json.Valid(pol.Data) {

@@ -16,7 +16,8 @@
 // caches removed; the devbox-dns system user and the policy's non-root user,
 // no sudo and every setuid/setgid bit stripped; Claude Code's native binary
 // from its npm platform package, checked against the lock's sha512, with the
-// self-updater disabled; the devbox binary; the normalized policy last, so a
+// self-updater disabled; a login banner (LoginBannerPath) that warns when the
+// fence is down; the devbox binary; the normalized policy last, so a
 // change to the network policy alone rebuilds only that small layer. The
 // image config runs `devbox entrypoint -- sleep infinity` as root and carries
 // the devcontainer.metadata label built from devcontainer.FenceProperties.
@@ -63,6 +64,20 @@ const claudeTarball = "/tmp/devbox-claude/claude.tgz"
 // settings win over user and project settings, so the agent cannot turn the
 // updater back on from its own files.
 const ClaudeSettingsPath = sandbox.ClaudeManagedSettingsPath
+
+// LoginBannerPath is the profile script a login shell sources: it runs
+// `devbox doctor --quiet`, which prints nothing when the fence is up and a
+// loud warning (on stderr) when it is not, so a user opening a shell sees a
+// failed fence instead of trusting a container that is not fenced.
+const LoginBannerPath = "/etc/profile.d/devbox.sh"
+
+// loginBanner is the content of LoginBannerPath. It must never fail or
+// stop a shell started with -e: doctor exits 1 when something is not
+// enforced.
+var loginBanner = []string{
+	"# devbox: warn at login when the fence is not up (silent when it is).",
+	"if [ -x " + devcontainer.BinaryPath + " ]; then " + devcontainer.BinaryPath + " doctor --quiet || true; fi",
+}
 
 // BasePackages are the Debian packages every devbox image has: the firewall
 // (iptables, ipset, iproute2), TLS roots, the sandbox layer and socat.
@@ -313,6 +328,15 @@ func Steps(spec Spec) ([]Step, error) {
 	if err != nil {
 		return nil, err
 	}
+	quoted := make([]string, len(loginBanner))
+	for i, l := range loginBanner {
+		quoted[i] = shellQuote(l)
+	}
+	steps = append(steps, Step{Name: "login-banner", Kind: RunStep, Script: strings.Join([]string{
+		"mkdir -p " + path.Dir(LoginBannerPath),
+		"printf '%s\\n' " + strings.Join(quoted, " ") + " > " + LoginBannerPath,
+		"chmod 0644 " + LoginBannerPath,
+	}, "\n")})
 	steps = append(steps, Step{Name: "devbox", Kind: CopyStep, Src: ContextBinary, Dest: devcontainer.BinaryPath, Mode: 0o755})
 	if spec.Policy.Agent.ClaudeCode != policy.ClaudeCodeNone {
 		// Managed settings win over the user's own: the updater stays off
