@@ -32,7 +32,14 @@ SANDBOX=${SANDBOX-false}
 # byte cannot reach the environment, but every other control byte can.
 check_chars() { # name value
 	case $2 in
-	*[!A-Za-z0-9.,:/*_\[\]-]*) die "option $1: $(printf '%s' "$2" | od -An -c | tr -s ' ' | head -c 80): only letters, digits and . , : / * _ - [ ] are allowed" ;;
+	*[!A-Za-z0-9.,:/*_\[\]-]*)
+		# Printable values are shown as written; others byte by byte, so a
+		# control character is visible in the message.
+		case $2 in
+		*[![:print:]]*) shown=$(printf '%s' "$2" | od -An -c | tr -s ' ' | head -c 80) ;;
+		*) shown="\"$(printf '%s' "$2" | head -c 80)\"" ;;
+		esac
+		die "option $1: $shown: only letters, digits and . , : / * _ - [ ] are allowed" ;;
 	esac
 }
 
