@@ -259,6 +259,10 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 		LocalMounts:  locals,
 		CacheImports: o.CacheFrom,
 		CacheExports: o.CacheTo,
+		// Not nil: with cache imports, buildkit v0.34.2's client copies
+		// "cache-imports" into a clone of this map, and a clone of nil is
+		// nil (panic: assignment to entry in nil map).
+		FrontendAttrs: map[string]string{},
 		Session: []session.Attachable{authprovider.NewDockerAuthProvider(authprovider.DockerAuthProviderConfig{
 			AuthConfigProvider: authprovider.LoadAuthConfig(dockerCfg),
 		})},

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/buildkit/client"
+
 	"github.com/devbox-dev/devbox/internal/devboxtest"
 	"github.com/devbox-dev/devbox/internal/devcontainer"
 	"github.com/devbox-dev/devbox/internal/image"
@@ -112,9 +114,16 @@ func (e *e2eEnv) spec(t *testing.T, policyPath string) image.Spec {
 
 func (e *e2eEnv) build(t *testing.T, spec image.Spec, push string) (*image.Result, error) {
 	t.Helper()
+	return e.buildAt(t, e.buildkit, spec, push, nil)
+}
+
+// buildAt builds spec on the BuildKit daemon at host, importing the build
+// cache from cacheFrom.
+func (e *e2eEnv) buildAt(t *testing.T, host string, spec image.Spec, push string, cacheFrom []client.CacheOptionsEntry) (*image.Result, error) {
+	t.Helper()
 	t.Setenv("DOCKER_CONFIG", e.dockerConfig)
 	ctx := context.Background()
-	c, err := image.Connect(ctx, e.buildkit, image.TLS{})
+	c, err := image.Connect(ctx, host, image.TLS{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +133,7 @@ func (e *e2eEnv) build(t *testing.T, spec image.Spec, push string) (*image.Resul
 		DevboxVersion: "0.1.0-dev",
 		Binaries:      map[string]string{"linux/amd64": e.devbox},
 		Push:          []string{push},
+		CacheFrom:     cacheFrom,
 		Progress:      "quiet",
 	})
 }
@@ -241,6 +251,17 @@ func TestE2EBuild(t *testing.T) {
 			if !strings.Contains(got, w+"\n") && !strings.HasSuffix(got, w) {
 				t.Errorf("inside the image: want %q in\n%s", w, got)
 			}
+		}
+
+		// The login banner: a login shell of the agent's user in a
+		// container whose fence never started (the entrypoint is
+		// replaced) must say so loudly, and the shell must go on.
+		out, err := e.docker.Command(ctx, "run", "--rm", "--network", "none", "--user", "dev", "--entrypoint", "/bin/bash",
+			ref, "-lc", "echo shell-went-on").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "shell-went-on") ||
+			!strings.Contains(string(out), "devbox: [FAIL] fence") {
+			t.Errorf("login shell in an unfenced container (%v): want a [FAIL] fence line from %s and the shell to go on:\n%s",
+				err, image.LoginBannerPath, out)
 		}
 	})
 
