@@ -19,6 +19,7 @@ import (
 	"github.com/docker/cli/cli/config"
 	"github.com/moby/buildkit/client"
 	"github.com/moby/buildkit/client/llb"
+	"github.com/moby/buildkit/client/llb/sourceresolver"
 	"github.com/moby/buildkit/exporter/containerimage/exptypes"
 	gateway "github.com/moby/buildkit/frontend/gateway/client"
 	"github.com/moby/buildkit/session"
@@ -268,6 +269,10 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 		})},
 	}
 
+	cacheImports := make([]gateway.CacheOptionsEntry, 0, len(o.CacheFrom))
+	for _, c := range o.CacheFrom {
+		cacheImports = append(cacheImports, gateway.CacheOptionsEntry{Type: c.Type, Attrs: c.Attrs})
+	}
 	buildFunc := func(ctx context.Context, gc gateway.Client) (*gateway.Result, error) {
 		res := gateway.NewResult()
 		var exp exptypes.Platforms
@@ -280,7 +285,11 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 			if err != nil {
 				return nil, err
 			}
-			r, err := gc.Solve(ctx, gateway.SolveRequest{Definition: def.ToPB(), Evaluate: true})
+			// A gateway build imports caches only for the solves that ask:
+			// SolveOpt.CacheImports reaches the daemon as a frontend
+			// attribute that frontends must pass on themselves (as
+			// dockerui does), so without this --cache-from is ignored.
+			r, err := gc.Solve(ctx, gateway.SolveRequest{Definition: def.ToPB(), Evaluate: true, CacheImports: cacheImports})
 			if err != nil {
 				return nil, err
 			}
@@ -288,11 +297,20 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 			if err != nil {
 				return nil, err
 			}
-			cfg, err := ConfigJSON(spec, o.DevboxVersion)
+			// The base's config gives the history its first entries; the
+			// daemon already resolved it for the graph, so this is a cache
+			// hit, not another registry round trip.
+			p := platforms.Normalize(platforms.MustParse(spec.Platform))
+			_, _, baseCfg, err := gc.ResolveImageConfig(ctx, spec.Lock.Base.Pinned(), sourceresolver.Opt{
+				ImageOpt: &sourceresolver.ResolveImageOpt{Platform: &p},
+			})
+			if err != nil {
+				return nil, fmt.Errorf("resolving the base image config: %w", err)
+			}
+			cfg, err := ConfigJSON(spec, o.DevboxVersion, baseCfg)
 			if err != nil {
 				return nil, err
 			}
-			p := platforms.Normalize(platforms.MustParse(spec.Platform))
 			if !multi {
 				res.SetRef(ref)
 				res.AddMeta(exptypes.ExporterImageConfigKey, cfg)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	ocispecs "github.com/opencontainers/image-spec/specs-go/v1"
 	"maps"
 	"slices"
 	"strings"
@@ -111,13 +112,14 @@ func Created(l *policy.Lock) time.Time {
 }
 
 // imageConfig is the part of the OCI image config devbox sets; BuildKit's
-// exporter fills in rootfs and history.
+// exporter fills in rootfs, and history when it is not given.
 type imageConfig struct {
-	Created      string          `json:"created"`
-	Architecture string          `json:"architecture"`
-	OS           string          `json:"os"`
-	Variant      string          `json:"variant,omitempty"`
-	Config       containerConfig `json:"config"`
+	Created      string             `json:"created"`
+	Architecture string             `json:"architecture"`
+	OS           string             `json:"os"`
+	Variant      string             `json:"variant,omitempty"`
+	Config       containerConfig    `json:"config"`
+	History      []ocispecs.History `json:"history,omitempty"`
 }
 
 type containerConfig struct {
@@ -130,8 +132,14 @@ type containerConfig struct {
 }
 
 // ConfigJSON returns the OCI image config for spec as BuildKit's exporter
-// takes it (containerimage.config).
-func ConfigJSON(spec Spec, devboxVersion string) ([]byte, error) {
+// takes it (containerimage.config). base is the base image's config as the
+// build resolved it (nil: leave the history to BuildKit); with it the config
+// carries the whole history (see History).
+func ConfigJSON(spec Spec, devboxVersion string, base []byte) ([]byte, error) {
+	history, err := History(spec, base)
+	if err != nil {
+		return nil, err
+	}
 	labels, err := Labels(spec, devboxVersion)
 	if err != nil {
 		return nil, err
@@ -159,5 +167,54 @@ func ConfigJSON(spec Spec, devboxVersion string) ([]byte, error) {
 			WorkingDir: "/",
 			Labels:     labels,
 		},
+		History: history,
 	})
+}
+
+// History returns the image history: the base image's entries, made to
+// count one non-empty entry per base layer, then one entry per layer devbox
+// adds, named after its step and dated at the lock's epoch.
+//
+// Left to itself BuildKit describes a layer by how this daemon got it: the
+// step's command when it ran, "imported sha256:…" when it came from a
+// --cache-from registry cache. The config, and so the image digest, would
+// then depend on the machine's cache, not only on the policy and the lock.
+func History(spec Spec, base []byte) ([]ocispecs.History, error) {
+	if base == nil {
+		return nil, nil
+	}
+	var bc ocispecs.Image
+	if err := json.Unmarshal(base, &bc); err != nil {
+		return nil, fmt.Errorf("base image config: %w", err)
+	}
+	var out []ocispecs.History
+	layers := 0
+	for _, h := range bc.History {
+		if !h.EmptyLayer {
+			if layers == len(bc.RootFS.DiffIDs) {
+				// More entries than layers: BuildKit would mark the extra
+				// ones empty from the bottom; keep what the layers explain.
+				h.EmptyLayer = true
+			} else {
+				layers++
+			}
+		}
+		out = append(out, h)
+	}
+	created := Created(spec.Lock)
+	for ; layers < len(bc.RootFS.DiffIDs); layers++ {
+		out = append(out, ocispecs.History{Created: &created,
+			CreatedBy: fmt.Sprintf("base layer %d of %s", layers+1, spec.Lock.Base.Pinned())})
+	}
+	steps, err := Steps(spec)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range steps {
+		if st.Stage != "" || st.Kind == FetchStep {
+			continue // throwaway stages leave no layer in the image
+		}
+		out = append(out, ocispecs.History{Created: &created, CreatedBy: VertexPrefix + st.Name, Comment: "devbox"})
+	}
+	return out, nil
 }

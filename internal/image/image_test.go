@@ -343,7 +343,7 @@ func TestMetadataLabel(t *testing.T) {
 }
 
 func TestConfigJSON(t *testing.T) {
-	b, err := ConfigJSON(testSpec("2.1.332"), "0.1.0-test")
+	b, err := ConfigJSON(testSpec("2.1.332"), "0.1.0-test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,6 +367,71 @@ func TestConfigJSON(t *testing.T) {
 	}
 	if !slices.Contains(c.Config.Env, "DISABLE_AUTOUPDATER=1") {
 		t.Error("the image does not disable Claude Code's updater")
+	}
+}
+
+// TestHistory checks that the image history is a function of the spec and
+// the base's config alone: the base's entries padded to one per base layer,
+// then one per layer devbox adds, never BuildKit's description of how this
+// daemon got the layer (a command, or "imported sha256:…" from a cache).
+func TestHistory(t *testing.T) {
+	spec := testSpec("2.1.332")
+	steps, err := Steps(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var own []string
+	for _, st := range steps {
+		if st.Stage == "" && st.Kind != FetchStep {
+			own = append(own, VertexPrefix+st.Name)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		base string
+		// wantBase is the CreatedBy of the entries before devbox's.
+		wantBase []string
+	}{
+		{"history per layer", `{"rootfs":{"diff_ids":["sha256:a","sha256:b"]},"history":[{"created_by":"one"},{"created_by":"empty","empty_layer":true},{"created_by":"two"}]}`,
+			[]string{"one", "empty", "two"}},
+		{"no history", `{"rootfs":{"diff_ids":["sha256:a"]}}`,
+			[]string{"base layer 1 of " + spec.Lock.Base.Pinned()}},
+		{"more entries than layers", `{"rootfs":{"diff_ids":["sha256:a"]},"history":[{"created_by":"one"},{"created_by":"extra"}]}`,
+			[]string{"one", "extra"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := History(spec, []byte(tc.base))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			nonEmpty := 0
+			for _, e := range h {
+				got = append(got, e.CreatedBy)
+				if !e.EmptyLayer {
+					nonEmpty++
+				}
+			}
+			want := append(slices.Clone(tc.wantBase), own...)
+			if !slices.Equal(got, want) {
+				t.Errorf("history %q, want %q", got, want)
+			}
+			var bc struct {
+				RootFS struct {
+					DiffIDs []string `json:"diff_ids"`
+				} `json:"rootfs"`
+			}
+			json.Unmarshal([]byte(tc.base), &bc)
+			if nonEmpty != len(bc.RootFS.DiffIDs)+len(own) {
+				t.Errorf("%d non-empty entries for %d base layers and %d devbox layers", nonEmpty, len(bc.RootFS.DiffIDs), len(own))
+			}
+		})
+	}
+	if h, err := History(spec, nil); err != nil || h != nil {
+		t.Errorf("History(nil base) = %v, %v; want no history (left to BuildKit)", h, err)
+	}
+	if _, err := History(spec, []byte("{")); err == nil {
+		t.Error("a broken base config was accepted")
 	}
 }
 
