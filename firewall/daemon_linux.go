@@ -94,7 +94,12 @@ func StartDNS(ctx context.Context, cfg Config, opts DaemonOptions) (int, error) 
 	pid := cmd.Process.Pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	if err := os.WriteFile(filepath.Join(cfg.StateDir, daemonPIDFile), []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+	start, err := procStartTime("/proc", pid)
+	if err != nil {
+		cmd.Process.Kill()
+		return 0, fmt.Errorf("firewall: DNS filter pid %d: %w", pid, err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.StateDir, daemonPIDFile), []byte(fmt.Sprintf("%d %d\n", pid, start)), 0o644); err != nil {
 		cmd.Process.Kill()
 		return 0, fmt.Errorf("firewall: %w", err)
 	}
@@ -136,21 +141,62 @@ func handOver(path string, opts DaemonOptions) error {
 	return nil
 }
 
-// DaemonPID returns the pid in the pidfile when that process is alive.
+// DaemonPID returns the pid in the pidfile and whether that process is the
+// DNS filter StartDNS started: alive, not a zombie, and started at the time
+// the pidfile records.
+//
+// The start time is what makes a stale pidfile harmless. The pidfile lives
+// in StateDir (/run/devbox), which Docker keeps across a container restart,
+// while pids start again from 1 in the new PID namespace: the recorded
+// number can then name anything of the new start — a thread of the
+// entrypoint itself, which StopDNS would kill. A pid alone cannot tell; the
+// pair (pid, start time in clock ticks since boot) names one process.
 func DaemonPID(cfg Config) (int, bool) {
 	cfg = cfg.WithDefaults()
-	raw, err := os.ReadFile(filepath.Join(cfg.StateDir, daemonPIDFile))
+	return daemonPID(filepath.Join(cfg.StateDir, daemonPIDFile), "/proc")
+}
+
+func daemonPID(pidfile, proc string) (int, bool) {
+	raw, err := os.ReadFile(pidfile)
 	if err != nil {
 		return 0, false
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if err != nil || pid <= 0 {
+	var pid int
+	var start uint64
+	if n, _ := fmt.Sscanf(string(raw), "%d %d", &pid, &start); n != 2 || pid <= 0 {
 		return 0, false
 	}
-	if unix.Kill(pid, 0) != nil {
+	got, err := procStartTime(proc, pid)
+	if err != nil || got != start {
 		return pid, false
 	}
 	return pid, true
+}
+
+// procStartTime returns field 22 of /proc/PID/stat, the process's start
+// time in clock ticks since boot, or an error when pid is gone or a zombie.
+func procStartTime(proc string, pid int) (uint64, error) {
+	raw, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces or
+	// parentheses itself: the fields that follow start after the last ")".
+	i := strings.LastIndexByte(string(raw), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("%s/%d/stat: no command name", proc, pid)
+	}
+	f := strings.Fields(string(raw[i+1:]))
+	// f[0] is field 3 (state), so field 22 is f[19]. A thread id also has
+	// a /proc/TID/stat, with the thread's own start time, so it never
+	// matches a recorded process start.
+	if len(f) < 20 {
+		return 0, fmt.Errorf("%s/%d/stat: %d fields", proc, pid, len(f)+2)
+	}
+	if f[0] == "Z" || f[0] == "X" {
+		return 0, fmt.Errorf("pid %d is a zombie", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
 }
 
 // StopDNS stops the daemon named by the pidfile, if it runs.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -207,16 +206,9 @@ func (f *firewallFence) Apply(ctx context.Context) (string, error) {
 }
 
 func (f *firewallFence) StartDNS(ctx context.Context) error {
-	// StartDNS stops the filter named by the pidfile first; after a
-	// restart that number may be one of our own threads.
-	pidfile := filepath.Join(f.cfg.WithDefaults().StateDir, "dns.pid")
-	why, err := entrypoint.ClearStaleDNSPID(pidfile, devcontainer.DNSUID)
-	if err != nil {
-		return err
-	}
-	if why != "" {
-		fmt.Fprintf(f.warn, "devbox: removed a stale DNS filter pidfile (%s)\n", why)
-	}
+	// StartDNS stops the earlier filter only if the pidfile still names it
+	// (pid and start time), so a pidfile left by the previous start of the
+	// container never gets a process of this start killed.
 	if _, err := firewall.StartDNS(ctx, f.cfg, firewall.DaemonOptions{Command: f.daemon}); err != nil {
 		return err
 	}

@@ -9,10 +9,7 @@ import (
 // ProcStatus is what /proc/<pid>/status says about a process's privileges.
 type ProcStatus struct {
 	// State is the one-letter state ("R", "S", "Z" for a zombie, ...).
-	State string
-	// Tgid is the thread group (process) id; it differs from the id the
-	// status was read under when that id is a thread's.
-	Tgid     int
+	State    string
 	UID, GID [4]int // real, effective, saved, filesystem
 	// Capability sets as bit masks.
 	CapInh, CapPrm, CapEff, CapBnd, CapAmb uint64
@@ -35,10 +32,6 @@ func ParseProcStatus(text string) (ProcStatus, error) {
 		v = strings.TrimSpace(v)
 		var err error
 		switch k {
-		case "Tgid":
-			if ps.Tgid, err = strconv.Atoi(v); err != nil {
-				return ps, fmt.Errorf("status: Tgid: %w", err)
-			}
 		case "Uid", "Gid":
 			f := strings.Fields(v)
 			if len(f) != 4 {
