@@ -2,16 +2,15 @@ package firewall
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "update golden files")
+	"github.com/devbox-dev/devbox/internal/golden"
+)
 
 // TestRulesGolden compiles every testdata/rules-*.json Config and compares
 // the iptables-restore text with testdata/rules-*.golden.
@@ -31,19 +30,7 @@ func TestRulesGolden(t *testing.T) {
 			for _, rs := range Rules(cfg) {
 				b.WriteString("# " + rs.Family.String() + "\n" + rs.String())
 			}
-			golden := filepath.Join("testdata", name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./firewall -update)", err)
-			}
-			if got := b.String(); got != string(want) {
-				t.Errorf("rules differ from %s (run with -update to accept):\n%s", golden, got)
-			}
+			golden.Check(t, filepath.Join("testdata", name+".golden"), []byte(b.String()))
 		})
 	}
 }

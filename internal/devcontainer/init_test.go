@@ -3,7 +3,6 @@ package devcontainer
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,29 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/devbox-dev/devbox/internal/golden"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
-
-var update = flag.Bool("update", false, "update golden files")
-
-// golden compares got with testdata/name, rewriting it under -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test -update rewrites it)\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
 
 // fakeBinary writes a file that passes init's ELF check for linux/amd64
 // (an ELF64 little-endian header with e_machine EM_X86_64), standing in for
@@ -159,10 +138,10 @@ func TestInitFreshGolden(t *testing.T) {
 					t.Errorf("%s: status %s, want created", r.Path, r.Status)
 				}
 			}
-			golden(t, tt.name+".devcontainer.json", read(t, root, ConfigFile))
-			golden(t, tt.name+".policy.jsonc", read(t, root, PolicyFile))
+			golden.Check(t, filepath.Join("testdata", tt.name+".devcontainer.json"), read(t, root, ConfigFile))
+			golden.Check(t, filepath.Join("testdata", tt.name+".policy.jsonc"), read(t, root, PolicyFile))
 			if tt.image == "" {
-				golden(t, tt.name+".Dockerfile", read(t, root, DockerfileFile))
+				golden.Check(t, filepath.Join("testdata", tt.name+".Dockerfile"), read(t, root, DockerfileFile))
 				if got := read(t, root, BinaryFile); !bytes.HasPrefix(got, []byte("\x7fELF")) {
 					t.Errorf("binary not copied: %q", got)
 				}
@@ -303,8 +282,8 @@ func TestPatchCommentedGolden(t *testing.T) {
 				report.WriteString(r.String() + "\n")
 			}
 			got := read(t, root, ConfigFile)
-			golden(t, "commented."+mode+".golden", got)
-			golden(t, "commented."+mode+".changes", report.Bytes())
+			golden.Check(t, filepath.Join("testdata", "commented."+mode+".golden"), got)
+			golden.Check(t, filepath.Join("testdata", "commented."+mode+".changes"), report.Bytes())
 			// Every comment of the user's file is still there.
 			for _, c := range []string{"// My team's dev container. Keep this comment.", "// The name VS Code shows.", "// trailing comment", "/* Extra capabilities we needed for a debugger. */", "// keep vim", "// Go support"} {
 				if !bytes.Contains(got, []byte(c)) {

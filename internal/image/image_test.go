@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,10 +18,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/devbox-dev/devbox/internal/devcontainer"
+	"github.com/devbox-dev/devbox/internal/golden"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
-
-var update = flag.Bool("update", false, "update golden files")
 
 const (
 	testBaseDigest = "sha256:9a083bb9d9ef9f42f686c49a3db5eed1064ab61e866fc51b119aed8169dbb06f"
@@ -66,24 +64,6 @@ func testLock(claude string) *policy.Lock {
 
 func testSpec(claude string) Spec {
 	return Spec{Policy: testPolicy(claude), Lock: testLock(claude), Platform: "linux/amd64", Source: "https://github.com/devbox-dev/devbox"}
-}
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/image -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the output (run go test ./internal/image -update after checking):\n%s", path, got)
-	}
 }
 
 // dumpGraph marshals the graph and renders every op as indented JSON with
@@ -134,7 +114,7 @@ func TestGraphGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			dump, _ := dumpGraph(t, st)
-			golden(t, "graph-claude-"+claude+".golden", dump)
+			golden.Check(t, filepath.Join("testdata", "graph-claude-"+claude+".golden"), dump)
 			s := string(dump)
 			if !strings.Contains(s, "registry.test:5000/devbox/base@"+testBaseDigest) {
 				t.Error("the graph does not pull the base by digest")
@@ -200,7 +180,7 @@ func TestDockerfileGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "Dockerfile-claude-"+claude+".golden", df)
+			golden.Check(t, filepath.Join("testdata", "Dockerfile-claude-"+claude+".golden"), df)
 			s := string(df)
 			for _, bad := range []string{"# syntax", "FROM debian", "docker.io", "--mount"} {
 				if strings.Contains(s, bad) {

@@ -4,34 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/devbox-dev/devbox/internal/golden"
 )
-
-var update = flag.Bool("update", false, "update golden files")
-
-// golden compares got with testdata/name, or rewrites it under -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (go test ./internal/policy -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
 
 // TestNormalize checks, for every testdata/*.jsonc, the normalized JSON and
 // the explanation against golden files, and that normalizing is a fixed
@@ -58,7 +38,7 @@ func TestNormalize(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, base+".normalized.json", norm)
+			golden.Check(t, filepath.Join("testdata", base+".normalized.json"), norm)
 
 			q, err := Parse(base+".jsonc", norm)
 			if err != nil {
@@ -79,12 +59,12 @@ func TestNormalize(t *testing.T) {
 			if err := ex.WriteText(&text); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, base+".explain.txt", text.Bytes())
+			golden.Check(t, filepath.Join("testdata", base+".explain.txt"), text.Bytes())
 			js, err := json.MarshalIndent(ex, "", "  ")
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, base+".explain.json", append(js, '\n'))
+			golden.Check(t, filepath.Join("testdata", base+".explain.json"), append(js, '\n'))
 		})
 	}
 }

@@ -2,11 +2,11 @@ package sandbox
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/devbox-dev/devbox/internal/golden"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
@@ -45,19 +45,7 @@ func TestClaudeManagedSettingsGolden(t *testing.T) {
 			case p.Sandbox.Enabled && (check.Sandbox == nil || !check.Sandbox.Enabled || check.Sandbox.AllowUnsandboxedCommands == nil || *check.Sandbox.AllowUnsandboxedCommands):
 				t.Errorf("settings must enable the sandbox and set allowUnsandboxedCommands false:\n%s", got)
 			}
-			golden := strings.TrimSuffix(in, ".hujson") + ".golden.json"
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./internal/sandbox -update)", err)
-			}
-			if string(got) != string(want) {
-				t.Errorf("%s differs (-update to accept):\n--- got\n%s--- want\n%s", golden, got, want)
-			}
+			golden.Check(t, strings.TrimSuffix(in, ".hujson")+".golden.json", got)
 		})
 	}
 }

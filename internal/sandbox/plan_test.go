@@ -3,7 +3,6 @@ package sandbox
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path"
@@ -11,9 +10,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "update golden files")
+	"github.com/devbox-dev/devbox/internal/golden"
+)
 
 // mapFS is a fixed tree for golden tests: each key is an absolute path and
 // its value "dir", "file" or "-> target" for a symlink. Parents are implied.
@@ -124,19 +123,7 @@ func TestPlanGolden(t *testing.T) {
 				t.Fatalf("%s: %v", in, err)
 			}
 			got := render(Plan(c.Config, c.FS))
-			golden := strings.TrimSuffix(in, ".json") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./internal/sandbox -update)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from the plan (-update to accept):\n--- got\n%s--- want\n%s", golden, got, want)
-			}
+			golden.Check(t, strings.TrimSuffix(in, ".json")+".golden", []byte(got))
 		})
 	}
 }
