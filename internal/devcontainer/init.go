@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/tailscale/hujson"
 
+	"github.com/devbox-dev/devbox/internal/atomicfile"
 	"github.com/devbox-dev/devbox/internal/policy"
 	"github.com/devbox-dev/devbox/internal/sandbox"
 	"github.com/devbox-dev/devbox/templates"
@@ -391,32 +392,13 @@ func readIfExists(path string) ([]byte, error) {
 func isDir(p string) bool  { fi, err := os.Stat(p); return err == nil && fi.IsDir() }
 func isFile(p string) bool { fi, err := os.Stat(p); return err == nil && fi.Mode().IsRegular() }
 
-// writeFileAtomic replaces path in one rename, so a reader (or a crash)
-// never sees half a file.
+// writeFileAtomic replaces path in one rename, creating its directory, so
+// a reader (or a crash) never sees half a file.
 func writeFileAtomic(path string, data []byte, mode fs.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, data, mode)
 }
 
 // String renders a result the way init prints it.

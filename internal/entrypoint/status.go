@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/devbox-dev/devbox/internal/atomicfile"
 )
 
 // StatusPath is where the entrypoint records whether the fence is up. It is
@@ -119,24 +121,8 @@ func WriteStatus(path string, s Status) error {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".status-*")
-	if err != nil {
+	if err := atomicfile.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("status: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("status %s: %w", path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return fmt.Errorf("status %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("status %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("status %s: %w", path, err)
 	}
 	return nil
 }

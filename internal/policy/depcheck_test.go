@@ -20,8 +20,9 @@ func TestDependencies(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	allowed := map[string]bool{
-		"github.com/devbox-dev/devbox/internal/policy": true,
-		"github.com/tailscale/hujson":                  true,
+		"github.com/devbox-dev/devbox/internal/policy":     true,
+		"github.com/devbox-dev/devbox/internal/atomicfile": true, // stdlib only
+		"github.com/tailscale/hujson":                      true,
 	}
 	dec := json.NewDecoder(strings.NewReader(string(out)))
 	n := 0

@@ -1,0 +1,39 @@
+// Package atomicfile writes files so that a reader, or a crash, never sees
+// half of one: the data goes to a temporary file beside the target, which
+// then replaces it in one rename.
+package atomicfile
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// WriteFile writes data to path with the given mode, replacing any file
+// there in one rename. The directory must exist. On error path is
+// unchanged and no temporary file is left behind.
+func WriteFile(path string, data []byte, mode fs.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		// CreateTemp makes the file 0600 whatever the umask; set the mode
+		// asked for explicitly.
+		err = f.Chmod(mode)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
