@@ -148,16 +148,11 @@ func patchConfig(t testing.TB, path string, w *world, buildMode bool) {
 	}
 	cfg["containerEnv"] = ce
 	if buildMode {
-		// KNOWN GAP (reported): when the Dev Containers CLI builds from a
-		// Dockerfile it derives the image's devcontainer.metadata from the
-		// FROM image and devcontainer.json only, so the "entrypoint" in the
-		// label devbox's Dockerfile writes is dropped and the fence would
-		// never start. overrideCommand false makes the CLI exec the image's
-		// ENTRYPOINT (`devbox entrypoint -- sleep infinity`) instead. This
-		// belongs in devcontainer.FenceProperties; until it is there the
-		// test adds it.
-		if _, ok := cfg["overrideCommand"]; !ok {
-			cfg["overrideCommand"] = false
+		// When the Dev Containers CLI builds from a Dockerfile it drops
+		// the "entrypoint" of the built image's label; devbox init must
+		// have set overrideCommand false so the image's ENTRYPOINT fences.
+		if v, ok := cfg["overrideCommand"]; !ok || v != false {
+			t.Fatalf("build-mode devcontainer.json has overrideCommand %v, want false: the fence would never start", v)
 		}
 	}
 	out, _ := json.MarshalIndent(cfg, "", "  ")
