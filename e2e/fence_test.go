@@ -490,13 +490,7 @@ func TestFence(t *testing.T) {
 		if image == "" {
 			t.Fatal("no pushed image (build and push failed)")
 		}
-		args := append([]string{"run", "-d", "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW",
-			"--security-opt", "no-new-privileges", "--init"}, w.runArgs()...)
-		for k, v := range w.containerEnv() {
-			args = append(args, "-e", k+"="+v)
-		}
-		id := e.d.Run(t, append(args, image)...)
-		t.Cleanup(func() { e.d.Command(context.Background(), "rm", "-f", id).Run() })
+		id := dockerRun(t, e, w, image)
 		first := requireFenced(t, e.d, id, "")
 		prepare(t, e, id)
 		dexec := func(args ...string) *exec.Cmd {
@@ -535,13 +529,7 @@ func TestFence(t *testing.T) {
 		// on the next start made the firewall SIGTERM the entrypoint
 		// itself (~1 restart in 6 when one of its threads drew the old
 		// filter's number). Plant exactly that and restart.
-		args := append([]string{"run", "-d", "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW",
-			"--security-opt", "no-new-privileges", "--init"}, w.runArgs()...)
-		for k, v := range w.containerEnv() {
-			args = append(args, "-e", k+"="+v)
-		}
-		id := e.d.Run(t, append(args, image)...)
-		t.Cleanup(func() { e.d.Command(context.Background(), "rm", "-f", id).Run() })
+		id := dockerRun(t, e, w, image)
 		first := requireFenced(t, e.d, id, "")
 		// The entrypoint execs the command: its pid is the command's, and
 		// docker-init gives it the same pid on every start.
@@ -605,4 +593,20 @@ func TestMergeRunArgs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dockerRun starts image detached with `docker run` and what the image's
+// devcontainer.metadata label would give under the Dev Containers CLI (the
+// capabilities, no-new-privileges, an init), on the world's network, and
+// returns the container id; the container is removed when t ends.
+func dockerRun(t *testing.T, e env, w *world, image string) string {
+	t.Helper()
+	args := append([]string{"run", "-d", "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW",
+		"--security-opt", "no-new-privileges", "--init"}, w.runArgs()...)
+	for k, v := range w.containerEnv() {
+		args = append(args, "-e", k+"="+v)
+	}
+	id := e.d.Run(t, append(args, image)...)
+	t.Cleanup(func() { e.d.Command(context.Background(), "rm", "-f", id).Run() })
+	return id
 }
