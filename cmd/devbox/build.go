@@ -64,7 +64,7 @@ func buildAction(c *cli.Context) error {
 		return err
 	}
 	plats := platformsFlag(c, []string{hostPlatform()})
-	lock, err := buildLock(ctx, c, p, plats)
+	lock, err := ensureLock(ctx, p, plats, c.Bool("frozen"))
 	if err != nil {
 		return err
 	}
@@ -156,10 +156,11 @@ func buildAction(c *cli.Context) error {
 	return nil
 }
 
-// buildLock returns the lock to build with. --frozen takes the lock as it
-// is and fails when it is missing or stale; otherwise a missing or stale
-// lock is resolved again and written.
-func buildLock(ctx context.Context, c *cli.Context, p *policy.Policy, plats []string) (*policy.Lock, error) {
+// ensureLock returns p's lock for plats. With frozen it takes the lock as
+// it is and fails when it is missing or stale; otherwise a missing or stale
+// lock is resolved again (over the network: the base image's registry, the
+// npm registry) and written.
+func ensureLock(ctx context.Context, p *policy.Policy, plats []string, frozen bool) (*policy.Lock, error) {
 	path := policy.LockPath(p.Path)
 	l, err := policy.ReadLock(path)
 	if err == nil {
@@ -171,10 +172,14 @@ func buildLock(ctx context.Context, c *cli.Context, p *policy.Policy, plats []st
 	if err == nil {
 		return l, nil
 	}
-	if c.Bool("frozen") {
+	if frozen {
 		return nil, fmt.Errorf("--frozen: %w", err)
 	}
-	warnf("%v; updating it", err)
+	if errors.Is(err, policy.ErrNoLock) {
+		warnf("no %s yet: resolving the base image and Claude Code pins", path)
+	} else {
+		warnf("%v; updating it", err)
+	}
 	var old *policy.Lock
 	if l != nil {
 		old = l

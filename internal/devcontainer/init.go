@@ -187,7 +187,7 @@ func planBuild(opts InitOptions, pol *policy.Policy) ([]FileResult, error) {
 	lock, err := policy.ReadLock(lockPath)
 	if errors.Is(err, policy.ErrNoLock) {
 		return []FileResult{{Path: DockerfileFile, Status: Pending,
-			Note: "needs " + LockFile + ": run `devbox lock " + PolicyFile + "`, then `devbox init` again"}}, nil
+			Note: "needs " + LockFile + ": run `devbox init --lock`, or `devbox lock " + PolicyFile + "` then `devbox init`"}}, nil
 	}
 	if err != nil {
 		return nil, err
