@@ -41,10 +41,11 @@ const ClaudeVolume = "devbox-claude-${devcontainerId}"
 
 // initializeRefresh runs on the host before every image build. The build
 // context is git-ignored, so it must be regenerated from the policy: with
-// devbox on the host, `devbox init` refreshes it (a policy edit then reaches
-// the image, never a stale copy); without it, the build stops with a clear
+// devbox on the host, `devbox init --lock` refreshes it (a policy edit then
+// reaches the image, never a stale copy; the lock is resolved only when the
+// edit moved one of its inputs); without it, the build stops with a clear
 // message instead of failing on a missing COPY source.
-const initializeRefresh = "if command -v devbox >/dev/null 2>&1; then devbox init; " +
+const initializeRefresh = "if command -v devbox >/dev/null 2>&1; then devbox init --lock; " +
 	"else test -f " + BinaryFile + " || { echo 'devbox: " + BinaryFile + " is missing: install devbox and run `devbox init` in this repository' >&2; exit 1; }; fi"
 
 // layout describes what is on the host that the rules depend on.
