@@ -198,11 +198,7 @@ func TestFeature(t *testing.T) {
 		}
 		first := requireFenced(t, e.d, id, "")
 		prepare(t, e, id)
-		dexec := func(args ...string) *exec.Cmd {
-			c := exec.Command(e.dcli, append([]string{"exec", "--workspace-folder", repo, "--docker-path", e.d.Path}, args...)...)
-			c.Env = append(os.Environ(), env...)
-			return c
-		}
+		dexec := devcontainerExec(e, repo, env...)
 		if out, err := dexec("id", "-un").Output(); err != nil || strings.TrimSpace(string(out)) != "dev" {
 			t.Fatalf("devcontainer exec runs as %q (%v), want the remote user dev", out, err)
 		}

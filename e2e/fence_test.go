@@ -440,11 +440,7 @@ func TestFence(t *testing.T) {
 		id := devcontainerUp(t, e, repo)
 		first := requireFenced(t, e.d, id, "")
 		prepare(t, e, id)
-		dexec := func(args ...string) *exec.Cmd {
-			c := exec.Command(e.dcli, append([]string{"exec", "--workspace-folder", repo, "--docker-path", e.d.Path}, args...)...)
-			c.Env = append(os.Environ(), "DOCKER_HOST="+e.d.Host)
-			return c
-		}
+		dexec := devcontainerExec(e, repo, "DOCKER_HOST="+e.d.Host)
 		ws := "/workspaces/" + filepath.Base(repo)
 		if out, err := dexec("id", "-u").Output(); err != nil || strings.TrimSpace(string(out)) == "0" {
 			t.Fatalf("devcontainer exec runs as uid %q (%v), want the non-root remote user", out, err)
@@ -473,11 +469,7 @@ func TestFence(t *testing.T) {
 		id := devcontainerUp(t, e, repo)
 		first := requireFenced(t, e.d, id, "")
 		prepare(t, e, id)
-		dexec := func(args ...string) *exec.Cmd {
-			c := exec.Command(e.dcli, append([]string{"exec", "--workspace-folder", repo, "--docker-path", e.d.Path}, args...)...)
-			c.Env = append(os.Environ(), "DOCKER_HOST="+e.d.Host)
-			return c
-		}
+		dexec := devcontainerExec(e, repo, "DOCKER_HOST="+e.d.Host)
 		ws := "/workspaces/" + filepath.Base(repo)
 		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2)
 		e.d.Run(t, "restart", "-t", "2", id)
@@ -609,4 +601,15 @@ func dockerRun(t *testing.T, e env, w *world, image string) string {
 	id := e.d.Run(t, append(args, image)...)
 	t.Cleanup(func() { e.d.Command(context.Background(), "rm", "-f", id).Run() })
 	return id
+}
+
+// devcontainerExec returns a command builder that runs its arguments in
+// repo's dev container through `devcontainer exec` (so as the remote user),
+// with extraEnv added to the environment (DOCKER_HOST at least).
+func devcontainerExec(e env, repo string, extraEnv ...string) func(args ...string) *exec.Cmd {
+	return func(args ...string) *exec.Cmd {
+		c := exec.Command(e.dcli, append([]string{"exec", "--workspace-folder", repo, "--docker-path", e.d.Path}, args...)...)
+		c.Env = append(os.Environ(), extraEnv...)
+		return c
+	}
 }

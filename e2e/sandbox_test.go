@@ -57,11 +57,7 @@ func TestSandboxInContainer(t *testing.T) {
 	repo := sandboxRepo(t, e, w)
 	id := devcontainerUp(t, e, repo)
 	requireFenced(t, e.d, id, "")
-	dexec := func(args ...string) *exec.Cmd {
-		c := exec.Command(e.dcli, append([]string{"exec", "--workspace-folder", repo, "--docker-path", e.d.Path}, args...)...)
-		c.Env = append(os.Environ(), "DOCKER_HOST="+e.d.Host)
-		return c
-	}
+	dexec := devcontainerExec(e, repo, "DOCKER_HOST="+e.d.Host)
 
 	secOpt := e.d.Run(t, "inspect", "--format", "{{json .HostConfig.SecurityOpt}}", id)
 	if !strings.Contains(secOpt, "seccomp=") || strings.Contains(secOpt, "seccomp=unconfined") || !strings.Contains(secOpt, "no-new-privileges") {

@@ -292,7 +292,13 @@ func (d *decoder) array(v *hujson.Value, path string, each func(v *hujson.Value,
 // strings decodes an array of strings, checking each with check, which
 // returns the canonical value or a reason.
 func (d *decoder) strings(v *hujson.Value, path string, check func(string) (string, string)) []string {
-	out := []string{}
+	return checkedList(d, v, path, check)
+}
+
+// checkedList decodes an array of strings into values of T, checking each
+// with check, which returns the value or a reason the string is refused.
+func checkedList[T any](d *decoder, v *hujson.Value, path string, check func(string) (T, string)) []T {
+	out := []T{}
 	d.array(v, path, func(e *hujson.Value, p string) {
 		s, ok := d.str(e, p)
 		if !ok {
@@ -394,19 +400,7 @@ func (d *decoder) network(v *hujson.Value, path string, n *Network, notes *decod
 		field{"deny", func(v *hujson.Value, path string) { n.Deny = d.destinations(v, path, false) }},
 		field{"dns", func(v *hujson.Value, path string) {
 			d.object(v, path, field{"upstream", func(v *hujson.Value, path string) {
-				n.DNS.Upstream = n.DNS.Upstream[:0]
-				d.array(v, path, func(e *hujson.Value, p string) {
-					s, ok := d.str(e, p)
-					if !ok {
-						return
-					}
-					ap, reason := parseUpstream(s)
-					if reason != "" {
-						d.errAt(e, p, "%q: %s", s, reason)
-						return
-					}
-					n.DNS.Upstream = append(n.DNS.Upstream, ap)
-				})
+				n.DNS.Upstream = checkedList(d, v, path, parseUpstream)
 			}})
 		}},
 		field{"log", func(v *hujson.Value, path string) {
