@@ -1,0 +1,43 @@
+// Package layout is the one place that names the fixed paths and system
+// accounts inside every devbox container. The image builder writes them, the
+// entrypoint, firewall wiring, doctor and the escape suite read them; none of
+// them repeats a literal.
+//
+// It imports nothing, so every package (policy included) may depend on it.
+package layout
+
+// Paths inside the container.
+const (
+	// BinaryPath is where the devbox binary lives in the container.
+	BinaryPath = "/usr/local/bin/devbox"
+	// ConfigDir holds what the image bakes in for the entrypoint.
+	ConfigDir = "/etc/devbox"
+	// PolicyPath is the normalized policy baked into the image.
+	PolicyPath = ConfigDir + "/policy.json"
+	// BaselinePath is the team baseline baked in by `devbox build --baseline`.
+	BaselinePath = ConfigDir + "/baseline.json"
+	// LogDir holds the firewall's logs.
+	LogDir = "/var/log/devbox"
+	// LogPath is the blocked-connection log (JSON lines).
+	LogPath = LogDir + "/firewall.jsonl"
+	// RunDir holds run-time state: pid files, the fence status.
+	RunDir = "/run/devbox"
+	// SecretsDir is where credentials live, readable by root and the
+	// gateway's account only. DEVBOX_SECRETS_DIR overrides it.
+	SecretsDir = "/var/lib/devbox/secrets"
+)
+
+// System accounts. Each enforcing daemon runs under its own fixed system
+// uid (below 1000, so updateRemoteUserUID never remaps it), which the rules
+// match by owner. The agent's user must never have any of them.
+const (
+	// DNSUser is the DNS filter's account; DNSUID is its uid and gid.
+	DNSUser = "devbox-dns"
+	DNSUID  = 998
+	// GateUser is the name-bound egress gate's account.
+	GateUser = "devbox-gate"
+	GateUID  = 997
+	// GatewayUser is the credential gateway's account.
+	GatewayUser = "devbox-gateway"
+	GatewayUID  = 996
+)
