@@ -51,6 +51,7 @@ func newApp() *cli.App {
 			// Each command group lives in its own file; keep this list sorted
 			// the way `devbox --help` should show it.
 			initCommand,
+			auditCommand,
 			policyCommand,
 			lockCommand,
 			buildCommand,
