@@ -9,6 +9,8 @@ require (
 	github.com/google/go-containerregistry v0.22.1
 	github.com/miekg/dns v1.1.73
 	github.com/moby/buildkit v0.34.2
+	github.com/moby/sys/mountinfo v0.7.2
+	github.com/moby/sys/user v0.4.1
 	github.com/opencontainers/go-digest v1.0.0
 	github.com/opencontainers/image-spec v1.1.1
 	github.com/tailscale/hujson v0.0.0-20260727124030-b80ff77dac4f

@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,11 +9,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/devbox-dev/devbox/internal/entrypoint"
+	sysmount "github.com/moby/sys/mountinfo"
 )
 
 type checker struct {
@@ -290,14 +293,14 @@ func (c *checker) mounts() {
 		c.add("read-only mounts", Warn, "", "cannot read /proc/self/mountinfo: %v", err)
 		return
 	}
+	mounts, err := sysmount.GetMountsFromReader(bytes.NewReader(b), nil)
+	if err != nil {
+		c.add("read-only mounts", Warn, "", "cannot parse /proc/self/mountinfo: %v", err)
+		return
+	}
 	ro := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 6 {
-			continue
-		}
-		opts := "," + f[5] + ","
-		ro[unescapeMount(f[4])] = strings.Contains(opts, ",ro,")
+	for _, m := range mounts {
+		ro[m.Mountpoint] = slices.Contains(strings.Split(m.Options, ","), "ro")
 	}
 	for _, rel := range []string{".git/hooks", ".git/config", ".devcontainer"} {
 		p := filepath.Join(c.o.Workspace, rel)
@@ -313,25 +316,6 @@ func (c *checker) mounts() {
 				"%s is writable: code in the container could plant something the host later runs", p)
 		}
 	}
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // policyFile is the part of the normalized policy doctor reads.

@@ -242,11 +242,3 @@ func TestRun(t *testing.T) {
 		})
 	}
 }
-
-func TestUnescapeMount(t *testing.T) {
-	for in, want := range map[string]string{`/a\040b`: "/a b", `/plain`: "/plain", `/t\011x`: "/t\tx", `/bad\09`: `/bad\09`} {
-		if got := unescapeMount(in); got != want {
-			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

@@ -1,13 +1,10 @@
 package entrypoint
 
 import (
-	"bufio"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
+
+	"github.com/moby/sys/user"
 )
 
 // Account is the identity commands run as after the fence is up.
@@ -24,73 +21,43 @@ type Account struct {
 // in root/etc/group. root is "/" in production and a temporary directory in
 // tests. The uid comes from the file at run time, never from the policy:
 // the Dev Containers CLI remaps it (updateRemoteUserUID).
+//
+// The files are parsed by github.com/moby/sys/user (runc's parser), which
+// reads an unparsable number as 0. Since 0 is root, an account other than
+// root that comes out as uid or gid 0 is refused, and a supplementary group that
+// comes out as gid 0 is dropped unless it is the group named root: a typo in
+// /etc/passwd must never turn the drop into a drop to root.
 func LookupAccount(root, name string) (Account, error) {
 	a := Account{Name: name}
 	passwd := filepath.Join(root, "etc/passwd")
-	f, err := os.Open(passwd)
+	users, err := user.ParsePasswdFileFilter(passwd, func(u user.User) bool { return u.Name == name })
 	if err != nil {
 		return a, fmt.Errorf("user %q: %w", name, err)
 	}
-	defer f.Close()
-	found := false
-	err = eachLine(f, func(fields []string) error {
-		if len(fields) < 7 || fields[0] != name {
-			return nil
-		}
-		uid, err1 := strconv.Atoi(fields[2])
-		gid, err2 := strconv.Atoi(fields[3])
-		if err1 != nil || err2 != nil {
-			return fmt.Errorf("%s: bad uid/gid for %q", passwd, name)
-		}
-		a.UID, a.GID, a.Home, a.Shell = uid, gid, fields[5], fields[6]
-		found = true
-		return io.EOF
-	})
-	if err != nil {
-		return a, err
-	}
-	if !found {
+	if len(users) == 0 {
 		return a, fmt.Errorf("user %q not found in %s", name, passwd)
 	}
-	g, err := os.Open(filepath.Join(root, "etc/group"))
+	u := users[0] // first match wins, as for getpwnam(3)
+	if name != "root" && (u.Uid == 0 || u.Gid == 0) {
+		return a, fmt.Errorf("%s: bad uid/gid for %q", passwd, name)
+	}
+	a.UID, a.GID, a.Home, a.Shell = u.Uid, u.Gid, u.Home, u.Shell
+	groups, err := user.ParseGroupFileFilter(filepath.Join(root, "etc/group"), func(g user.Group) bool {
+		if g.Gid == a.GID || g.Gid == 0 && g.Name != "root" {
+			return false
+		}
+		for _, m := range g.List {
+			if m == name {
+				return true
+			}
+		}
+		return false
+	})
 	if err != nil {
 		return a, fmt.Errorf("user %q: %w", name, err)
 	}
-	defer g.Close()
-	err = eachLine(g, func(fields []string) error {
-		if len(fields) < 4 {
-			return nil
-		}
-		gid, err := strconv.Atoi(fields[2])
-		if err != nil || gid == a.GID {
-			return nil
-		}
-		for _, m := range strings.Split(fields[3], ",") {
-			if m == name {
-				a.Groups = append(a.Groups, gid)
-				break
-			}
-		}
-		return nil
-	})
-	return a, err
-}
-
-// eachLine calls fn with the colon-separated fields of every non-comment
-// line; fn returning io.EOF stops early without error.
-func eachLine(r io.Reader, fn func([]string) error) error {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if err := fn(strings.Split(line, ":")); err != nil {
-			if err == io.EOF {
-				return nil
-			}
-			return err
-		}
+	for _, g := range groups {
+		a.Groups = append(a.Groups, g.Gid)
 	}
-	return sc.Err()
+	return a, nil
 }

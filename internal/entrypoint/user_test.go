@@ -16,12 +16,15 @@ func TestLookupAccount(t *testing.T) {
 devbox-dns:x:998:998::/nonexistent:/usr/sbin/nologin
 dev:x:1001:1002:Dev:/home/dev:/bin/bash
 broken:x:abc:1::/:/bin/sh
+toor:x:0:0::/root:/bin/sh
+badgid:x:1003:xyz::/:/bin/sh
 `), 0o644)
 	os.WriteFile(filepath.Join(root, "etc/group"), []byte(`root:x:0:
 dev:x:1002:
 docker:x:999:dev,other
 video:x:44:other
 users:x:100:dev
+wheel:x:abc:dev
 `), 0o644)
 	for _, tc := range []struct {
 		name    string
@@ -32,6 +35,9 @@ users:x:100:dev
 		{name: "devbox-dns", want: Account{Name: "devbox-dns", UID: 998, GID: 998, Home: "/nonexistent", Shell: "/usr/sbin/nologin"}},
 		{name: "nobody", wantErr: `user "nobody" not found in`},
 		{name: "broken", wantErr: `bad uid/gid for "broken"`},
+		// The parser reads a bad number as 0: never let that become root.
+		{name: "toor", wantErr: `bad uid/gid for "toor"`},
+		{name: "badgid", wantErr: `bad uid/gid for "badgid"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := LookupAccount(root, tc.name)
