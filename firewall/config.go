@@ -1,15 +1,15 @@
 package firewall
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/devbox-dev/devbox/internal/resolvconf"
 )
 
 // Defaults for the Config fields left zero. They are fixed values so that a
@@ -214,25 +214,14 @@ func (c Config) upstreams() ([]netip.AddrPort, error) {
 	if len(c.Upstream) > 0 {
 		return c.Upstream, nil
 	}
-	f, err := os.Open(c.ResolvConf)
+	ns, err := resolvconf.Nameservers(c.ResolvConf)
 	if err != nil {
 		return nil, fmt.Errorf("no upstream resolver configured and %w", err)
 	}
-	defer f.Close()
-	var out []netip.AddrPort
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "nameserver" {
-			a, err := netip.ParseAddr(fields[1])
-			if err != nil {
-				continue
-			}
-			out = append(out, netip.AddrPortFrom(a.WithZone(""), 53))
-		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no upstream resolver configured and no nameserver in " + c.ResolvConf)
+	out := make([]netip.AddrPort, len(ns))
+	for i, a := range ns {
+		// A zone cannot go into a rule or a set.
+		out[i] = netip.AddrPortFrom(a.Addr().WithZone(""), a.Port())
 	}
 	return out, nil
 }

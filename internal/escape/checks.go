@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/devbox-dev/devbox/internal/resolvconf"
 	"github.com/miekg/dns"
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
@@ -260,17 +261,11 @@ func connectName(ctx context.Context, hostport string) error {
 }
 
 func firstNameserver(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	ns, err := resolvconf.Nameservers(path)
 	if err != nil {
 		return "", err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == "nameserver" {
-			return net.JoinHostPort(f[1], "53"), nil
-		}
-	}
-	return "", fmt.Errorf("%s: no nameserver line", path)
+	return ns[0].String(), nil
 }
 
 // dnsQuery sends one query. An answer with records is an escape; REFUSED,
