@@ -5,7 +5,6 @@ package firewall
 import (
 	"context"
 	"net"
-	"os/exec"
 	"strconv"
 	"strings"
 
@@ -33,12 +32,16 @@ func ReadStatus(ctx context.Context, cfg Config) (Status, error) {
 		for _, j := range rules(cfg, f).Jumps {
 			fs.Loaded = fs.Loaded && present(j)
 		}
-		fs.Policy = outputPolicy(ctx, f)
 		proto := iptables.ProtocolIPv4
 		if f == IPv6 {
 			proto = iptables.ProtocolIPv6
 		}
-		if ipt, err := iptables.New(iptables.IPFamily(proto)); err == nil && fs.Loaded {
+		ipt, err := iptables.New(iptables.IPFamily(proto), iptables.Timeout(statusLockWait))
+		fs.Policy = "unknown"
+		if err == nil {
+			fs.Policy = outputPolicy(ipt)
+		}
+		if err == nil && fs.Loaded {
 			if stats, err := ipt.StructuredStats("filter", ChainOutput); err == nil {
 				for _, s := range stats {
 					fs.Rules = append(fs.Rules, RuleCounter{Rule: describeStat(s), Packets: s.Packets, Bytes: s.Bytes})
@@ -92,18 +95,20 @@ func describeStat(s iptables.Stat) string {
 	return strings.Join(out, " ")
 }
 
-func outputPolicy(ctx context.Context, f Family) string {
-	cmd := "iptables"
-	if f == IPv6 {
-		cmd = "ip6tables"
-	}
-	out, err := exec.CommandContext(ctx, cmd, "-S", "OUTPUT").Output()
+// statusLockWait bounds, in seconds, how long status waits for the
+// xtables lock held by a concurrent iptables-restore.
+const statusLockWait = 5
+
+// outputPolicy is the built-in OUTPUT chain's policy, read from
+// `iptables -S OUTPUT` ("-P OUTPUT DROP").
+func outputPolicy(ipt *iptables.IPTables) string {
+	lines, err := ipt.List("filter", "OUTPUT")
 	if err != nil {
 		return "unknown"
 	}
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(l, "-P OUTPUT ") {
-			return strings.TrimPrefix(l, "-P OUTPUT ")
+	for _, l := range lines {
+		if p, ok := strings.CutPrefix(l, "-P OUTPUT "); ok {
+			return p
 		}
 	}
 	return "unknown"
