@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/devbox-dev/devbox/internal/devcontainer"
+	"github.com/devbox-dev/devbox/internal/layout"
 )
 
 // sandboxRepo is sampleRepo with sandbox.enabled in the policy: `devbox
@@ -110,7 +111,7 @@ func TestSandboxInContainer(t *testing.T) {
 	t.Run("default seccomp profile refuses", func(t *testing.T) {
 		image := strings.TrimSpace(e.d.Run(t, "inspect", "--format", "{{.Image}}", id))
 		out, err := e.d.Command(context.Background(), "run", "--rm", "--network", "none", "--user", "dev",
-			"--entrypoint", devcontainer.BinaryPath, image, "run", "--", "echo", "RAN").CombinedOutput()
+			"--entrypoint", layout.BinaryPath, image, "run", "--", "echo", "RAN").CombinedOutput()
 		t.Logf("under Docker's default seccomp profile:\n%s", out)
 		if err == nil || strings.Contains(string(out), "RAN") {
 			t.Errorf("devbox run under Docker's default seccomp profile ran the command (err %v)", err)

@@ -19,7 +19,7 @@ import (
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/devbox-dev/devbox/internal/devcontainer"
+	"github.com/devbox-dev/devbox/internal/image"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
@@ -34,7 +34,7 @@ func rootManifest(t *testing.T) []byte {
 
 // TestRootManifest: the shipped manifest passes the schema rules, the
 // feature test layout sees the same file, and its fence properties are
-// FenceProperties' own.
+// image.FenceProperties' own.
 func TestRootManifest(t *testing.T) {
 	b := rootManifest(t)
 	m, err := ParseManifest("devcontainer-feature.json", b)
@@ -48,7 +48,7 @@ func TestRootManifest(t *testing.T) {
 	if err != nil || !bytes.Equal(link, b) {
 		t.Errorf("features/src/devbox/devcontainer-feature.json is not the root manifest (err=%v)", err)
 	}
-	fence := devcontainer.FenceProperties(&policy.Policy{Image: policy.Image{User: policy.User{Name: "dev"}}})
+	fence := image.FenceProperties(&policy.Policy{Image: policy.Image{User: policy.User{Name: "dev"}}})
 	for _, k := range []string{"capAdd", "securityOpt", "init", "entrypoint"} {
 		var got any
 		json.Unmarshal(m.Fields[k], &got)

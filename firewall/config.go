@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/resolvconf"
 )
 
@@ -29,7 +30,7 @@ const (
 	DefaultMinTTL = 60 * time.Second
 	DefaultMaxTTL = time.Hour
 	// DefaultStateDir holds the daemon's config copy and pidfile.
-	DefaultStateDir = "/run/devbox"
+	DefaultStateDir = layout.RunDir
 	// DefaultResolvConf is read for upstream resolvers when none are given.
 	DefaultResolvConf = "/etc/resolv.conf"
 )

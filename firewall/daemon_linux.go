@@ -19,6 +19,8 @@ import (
 
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
+
+	"github.com/devbox-dev/devbox/internal/layout"
 )
 
 // Files under Config.StateDir.
@@ -38,7 +40,7 @@ func StartDNS(ctx context.Context, cfg Config, opts DaemonOptions) (int, error) 
 	}
 	cfg = cfg.WithDefaults()
 	if opts.UID == 0 && opts.GID == 0 {
-		opts.UID, opts.GID = 998, 998
+		opts.UID, opts.GID = layout.DNSUID, layout.DNSUID
 	}
 	if opts.Wait == 0 {
 		opts.Wait = 5 * time.Second
@@ -146,7 +148,7 @@ func handOver(path string, opts DaemonOptions) error {
 // the pidfile records.
 //
 // The start time is what makes a stale pidfile harmless. The pidfile lives
-// in StateDir (/run/devbox), which Docker keeps across a container restart,
+// in StateDir (layout.RunDir), which Docker keeps across a container restart,
 // while pids start again from 1 in the new PID namespace: the recorded
 // number can then name anything of the new start — a thread of the
 // entrypoint itself, which StopDNS would kill. A pid alone cannot tell; the

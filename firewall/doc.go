@@ -11,8 +11,8 @@
 //	cfg := fwpolicy.Config(p)                  // devbox policy → Config, or build one by hand
 //	res, err := firewall.Apply(ctx, cfg)       // deny-all, sets, rules; fail closed
 //	pid, err := firewall.StartDNS(ctx, cfg, firewall.DaemonOptions{
-//		Command: []string{"/usr/local/bin/devbox", "firewall", "dns"},
-//	})                                         // detached, uid 998, ambient CAP_NET_ADMIN;
+//		Command: []string{layout.BinaryPath, "firewall", "dns"},
+//	})                                         // detached, layout.DNSUID, ambient CAP_NET_ADMIN;
 //	                                           // "--config FILE" is appended to Command
 //	warnings := firewall.Warm(ctx, cfg)        // resolve exact names through the filter
 //	err = firewall.Verify(ctx, cfg, targets)   // prove the fence from inside

@@ -30,14 +30,14 @@ type Health struct {
 // DaemonOptions says how StartDNS runs the DNS filter.
 type DaemonOptions struct {
 	// Command is the argv that runs RunDNS in the foreground and accepts
-	// "--config FILE" after it, e.g. {"/usr/local/bin/devbox", "firewall",
-	// "dns"}. Required.
+	// "--config FILE" after it, e.g. {layout.BinaryPath, "firewall", "dns"}.
+	// Required.
 	Command []string
 	// Env is the daemon's environment (default: empty).
 	Env []string
 	// UID and GID the daemon runs as; it keeps only CAP_NET_ADMIN, as an
-	// ambient capability. The default is 998 (devbox-dns), a fixed system
-	// id that updateRemoteUserUID never remaps. -1 keeps the caller's.
+	// ambient capability. The default is layout.DNSUID (devbox-dns), a
+	// fixed system id that updateRemoteUserUID never remaps. -1 keeps the caller's.
 	UID, GID int
 	// Wait bounds how long StartDNS waits for the daemon to answer
 	// (default 5s).

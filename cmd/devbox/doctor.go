@@ -5,9 +5,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/devbox-dev/devbox/internal/devcontainer"
 	"github.com/devbox-dev/devbox/internal/doctor"
 	"github.com/devbox-dev/devbox/internal/entrypoint"
+	"github.com/devbox-dev/devbox/internal/layout"
 )
 
 var doctorCommand = &cli.Command{
@@ -26,7 +26,7 @@ The exit status is 1 when something that should be enforced is not.`,
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only what is not enforced (nothing when all is well): for a login banner"},
 		&cli.StringFlag{Name: "workspace", Usage: "the repository mounted in the container (default: the current directory)"},
 		&cli.StringFlag{Name: "status", Value: entrypoint.StatusPath, Usage: "the entrypoint's status `FILE`"},
-		&cli.StringFlag{Name: "policy", Value: devcontainer.PolicyPath, Usage: "the policy `FILE` baked into the image"},
+		&cli.StringFlag{Name: "policy", Value: layout.PolicyPath, Usage: "the policy `FILE` baked into the image"},
 	},
 	Action: func(c *cli.Context) error {
 		ws := c.String("workspace")
@@ -37,7 +37,7 @@ The exit status is 1 when something that should be enforced is not.`,
 			StatusPath: c.String("status"),
 			PolicyPath: c.String("policy"),
 			Workspace:  ws,
-			DNSUID:     devcontainer.DNSUID,
+			DNSUID:     layout.DNSUID,
 		})
 		var err error
 		switch {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/devbox-dev/devbox/firewall"
 	"github.com/devbox-dev/devbox/firewall/fwpolicy"
-	"github.com/devbox-dev/devbox/internal/devcontainer"
 	"github.com/devbox-dev/devbox/internal/entrypoint"
+	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
@@ -50,7 +50,7 @@ The self-test's probe targets come from --verify-* (or the DEVBOX_VERIFY_*
 environment variables, comma-separated), so tests point them at their own
 hosts; without them it checks the DNS filter answers and refuses a name.`,
 	Flags: []cli.Flag{
-		&cli.StringFlag{Name: "policy", Value: devcontainer.PolicyPath, Usage: "normalized policy `FILE` baked into the image"},
+		&cli.StringFlag{Name: "policy", Value: layout.PolicyPath, Usage: "normalized policy `FILE` baked into the image"},
 		&cli.StringFlag{Name: "status", Value: entrypoint.StatusPath, Usage: "`FILE` recording whether the fence is up"},
 		&cli.StringFlag{Name: "user", Usage: "run CMD as `NAME` (default: the policy's image.user.name)"},
 		&cli.StringSliceFlag{Name: "verify-allowed", EnvVars: []string{"DEVBOX_VERIFY_ALLOWED"}, Usage: "`HOST:PORT` that must connect once fenced (repeatable)"},
@@ -82,7 +82,7 @@ func runEntrypoint(c *cli.Context) error {
 	}
 	self, err := os.Executable()
 	if err != nil {
-		self = devcontainer.BinaryPath
+		self = layout.BinaryPath
 	}
 	fence := &firewallFence{
 		cfg:     cfg,

@@ -12,14 +12,14 @@ import (
 
 	"github.com/devbox-dev/devbox/firewall"
 	"github.com/devbox-dev/devbox/firewall/fwpolicy"
-	"github.com/devbox-dev/devbox/internal/devcontainer"
+	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
 // firewallConfigFlags choose where the firewall's Config comes from: the
 // policy (the default, baked into the image), or the daemon's JSON copy.
 var firewallConfigFlags = []cli.Flag{
-	&cli.StringFlag{Name: "policy", Value: devcontainer.PolicyPath, Usage: "policy `FILE` the fence is compiled from"},
+	&cli.StringFlag{Name: "policy", Value: layout.PolicyPath, Usage: "policy `FILE` the fence is compiled from"},
 	&cli.StringFlag{Name: "config", Usage: "firewall config `FILE` (JSON, as written by apply for the DNS filter); overrides --policy"},
 }
 
@@ -76,7 +76,7 @@ var firewallApplyCommand = &cli.Command{
 		}
 		self, err := os.Executable()
 		if err != nil {
-			self = devcontainer.BinaryPath
+			self = layout.BinaryPath
 		}
 		pid, err := firewall.StartDNS(c.Context, cfg, firewall.DaemonOptions{Command: []string{self, "firewall", "dns"}})
 		if err != nil {
@@ -202,12 +202,12 @@ var firewallLogCommand = &cli.Command{
 	Flags: append([]cli.Flag{
 		&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new lines"},
 		&cli.BoolFlag{Name: "json", Usage: "print the JSON lines as they are"},
-		&cli.StringFlag{Name: "file", Usage: "log `FILE` (default: the policy's, else " + devcontainer.LogPath + ")"},
+		&cli.StringFlag{Name: "file", Usage: "log `FILE` (default: the policy's, else " + layout.LogPath + ")"},
 	}, firewallConfigFlags...),
 	Action: func(c *cli.Context) error {
 		path := c.String("file")
 		if path == "" {
-			path = devcontainer.LogPath
+			path = layout.LogPath
 			if cfg, err := loadFirewallConfig(c); err == nil && cfg.LogFile != "" {
 				path = cfg.LogFile
 			}

@@ -11,7 +11,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/devbox-dev/devbox/internal/devcontainer"
-	"github.com/devbox-dev/devbox/internal/image"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
@@ -72,9 +71,7 @@ By default the image is built from the repository: init writes
 		}
 		if opts.Image == "" {
 			opts.Platform = c.String("platform")
-			opts.Render = func(p *policy.Policy, l *policy.Lock) ([]byte, []byte, error) {
-				return renderBuild(p, l, opts.Platform)
-			}
+			opts.Version = version
 			if opts.Binary == "" {
 				if runtime.GOOS != "linux" {
 					return fmt.Errorf("init: this devbox is built for %s; pass --binary with a Linux build (GOOS=linux go build ./cmd/devbox) or use --image", runtime.GOOS)
@@ -112,25 +109,6 @@ By default the image is built from the repository: init writes
 		}
 		return nil
 	},
-}
-
-// renderBuild is where init meets the image builder: the same install steps
-// as `devbox build`, rendered as a Dockerfile for the Dev Containers CLI,
-// plus the normalized policy it copies. A lock that no longer matches the
-// policy is refused, so the Dockerfile never pins stale inputs.
-func renderBuild(p *policy.Policy, l *policy.Lock, platform string) ([]byte, []byte, error) {
-	if err := l.Check(p, version, []string{platform}); err != nil {
-		return nil, nil, err
-	}
-	df, err := image.Dockerfile(image.Spec{Policy: p, Lock: l, Platform: platform}, version)
-	if err != nil {
-		return nil, nil, err
-	}
-	pj, err := image.PolicyJSON(p)
-	if err != nil {
-		return nil, nil, err
-	}
-	return df, pj, nil
 }
 
 // lockPolicy makes the lock beside the policy at path current for platform,

@@ -3,27 +3,15 @@ package main
 import (
 	"bytes"
 	"os"
-	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/devbox-dev/devbox/internal/devcontainer"
-	"github.com/devbox-dev/devbox/internal/image"
+	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
-
-// TestInitContextNames: init writes the build context under the names the
-// image's Dockerfile copies from.
-func TestInitContextNames(t *testing.T) {
-	if got := path.Base(devcontainer.BinaryFile); got != image.ContextBinary {
-		t.Errorf("init writes the binary as %q, the Dockerfile copies %q", got, image.ContextBinary)
-	}
-	if got := path.Base(devcontainer.ContextPolicyFile); got != image.ContextPolicy {
-		t.Errorf("init writes the policy as %q, the Dockerfile copies %q", got, image.ContextPolicy)
-	}
-}
 
 // TestInitCommandBuildMode runs `devbox init` twice on a locked repository
 // with the real image renderer: the Dockerfile pins the locked base, copies
@@ -72,7 +60,7 @@ func TestInitCommandBuildMode(t *testing.T) {
 	for _, want := range []string{
 		devcontainer.GeneratedMarker,
 		"FROM " + lock.Base.Pinned(),
-		"COPY devbox " + devcontainer.BinaryPath,
+		"COPY devbox " + layout.BinaryPath,
 		"LABEL devcontainer.metadata=",
 		`\"entrypoint\":\"/usr/local/bin/devbox entrypoint\"`,
 	} {

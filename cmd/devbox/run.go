@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/devbox-dev/devbox/internal/devcontainer"
+	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 	"github.com/devbox-dev/devbox/internal/sandbox"
 )
@@ -24,7 +24,7 @@ list of files that run later (shell start-up files, .git/hooks, .git/config,
 .mcp.json, .claude/commands, .vscode, ...) read-only whatever the policy says,
 including those that do not exist yet. The command's exit status is devbox's.
 
-The policy is --policy, else ` + devcontainer.PolicyPath + ` (inside a devbox container), else
+The policy is --policy, else ` + layout.PolicyPath + ` (inside a devbox container), else
 ./` + policy.DefaultFileName + ` or ./.devcontainer/` + policy.DefaultFileName + `, else the defaults.`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "policy", Usage: "policy file (see above for the default)"},
@@ -135,7 +135,7 @@ func runPolicy(flag string) (*policy.Policy, error) {
 	if flag != "" {
 		return policy.Load(flag)
 	}
-	for _, p := range []string{devcontainer.PolicyPath, policy.DefaultFileName, filepath.Join(".devcontainer", policy.DefaultFileName)} {
+	for _, p := range []string{layout.PolicyPath, policy.DefaultFileName, filepath.Join(".devcontainer", policy.DefaultFileName)} {
 		pol, err := policy.Load(p)
 		if errors.Is(err, policy.ErrNoPolicy) {
 			continue

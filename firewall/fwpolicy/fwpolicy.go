@@ -5,7 +5,7 @@ package fwpolicy
 
 import (
 	"github.com/devbox-dev/devbox/firewall"
-	"github.com/devbox-dev/devbox/internal/devcontainer"
+	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
@@ -23,7 +23,7 @@ func Config(p *policy.Policy) firewall.Config {
 		LogFile:  n.Log.File,
 	}
 	if cfg.Log && cfg.LogFile == "" {
-		cfg.LogFile = devcontainer.LogPath
+		cfg.LogFile = layout.LogPath
 	}
 	return cfg
 }

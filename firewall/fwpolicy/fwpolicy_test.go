@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/devbox-dev/devbox/firewall"
+	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
@@ -24,7 +25,7 @@ func TestConfig(t *testing.T) {
 		Allow:   []firewall.Destination{{Name: "api.example.test", Port: 443}, {Name: "cdn.test", Wildcard: true}, {Prefix: netip.MustParsePrefix("10.1.0.0/16")}},
 		Deny:    []firewall.Destination{{Prefix: netip.MustParsePrefix("169.254.0.0/16")}},
 		Log:     true,
-		LogFile: "/var/log/devbox/firewall.jsonl",
+		LogFile: layout.LogPath,
 	}
 	got, _ := json.Marshal(cfg)
 	w, _ := json.Marshal(want)

@@ -4,20 +4,21 @@ import (
 	"path"
 	"sort"
 
+	"github.com/devbox-dev/devbox/internal/image"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
-// labelOnly are FenceProperties keys that devcontainer.json does not accept:
+// labelOnly are image.FenceProperties keys that devcontainer.json does not accept:
 // the Dev Containers CLI reads "entrypoint" only from the image's
 // devcontainer.metadata label and from features. In build mode the
 // generated Dockerfile carries the label; in image mode the image does.
 var labelOnly = map[string]bool{"entrypoint": true}
 
 // ConfigProperties returns the fence's properties that belong in
-// devcontainer.json: FenceProperties without the label-only keys.
+// devcontainer.json: image.FenceProperties without the label-only keys.
 func ConfigProperties(p *policy.Policy) map[string]any {
 	out := map[string]any{}
-	for k, v := range FenceProperties(p) {
+	for k, v := range image.FenceProperties(p) {
 		if !labelOnly[k] {
 			out[k] = v
 		}
@@ -48,8 +49,8 @@ const ClaudeVolume = "devbox-claude-${devcontainerId}"
 const initializeRefresh = "if command -v devbox >/dev/null 2>&1; then devbox init --lock; " +
 	"else test -f " + BinaryFile + " || { echo 'devbox: " + BinaryFile + " is missing: install devbox and run `devbox init` in this repository' >&2; exit 1; }; fi"
 
-// layout describes what is on the host that the rules depend on.
-type layout struct {
+// hostLayout describes what is on the host that the rules depend on.
+type hostLayout struct {
 	// image is the prebuilt image reference; "" builds from the Dockerfile.
 	image string
 	// gitHooks and gitConfig say whether .git/hooks and .git/config exist
@@ -60,7 +61,7 @@ type layout struct {
 // mounts are the read-only bind mounts that stop code in the container from
 // planting what the host later runs (git hooks, git config aliases and
 // fsmonitor, the dev container definition itself), plus Claude's volume.
-func mounts(p *policy.Policy, l layout) []string {
+func mounts(p *policy.Policy, l hostLayout) []string {
 	ro := func(rel string) string {
 		return "source=${localWorkspaceFolder}/" + rel + ",target=${containerWorkspaceFolder}/" + rel + ",type=bind,readonly"
 	}
@@ -77,7 +78,7 @@ func mounts(p *policy.Policy, l layout) []string {
 // configRules is the desired state of devcontainer.json for policy p.
 // Patching applies it to a user's file and to the template alike, so a new
 // file and a patched one get the same keys.
-func configRules(p *policy.Policy, l layout) []rule {
+func configRules(p *policy.Policy, l hostLayout) []rule {
 	var rs []rule
 	if l.image != "" {
 		rs = append(rs,

@@ -15,6 +15,7 @@ import (
 	"github.com/tailscale/hujson"
 
 	"github.com/devbox-dev/devbox/internal/atomicfile"
+	"github.com/devbox-dev/devbox/internal/image"
 	"github.com/devbox-dev/devbox/internal/policy"
 	"github.com/devbox-dev/devbox/internal/sandbox"
 	"github.com/devbox-dev/devbox/templates"
@@ -32,12 +33,11 @@ const (
 	// git-ignored (ContextIgnore) and rewritten by every `devbox init`.
 	ContextDir    = Dir + "/.devbox"
 	ContextIgnore = ContextDir + "/.gitignore"
-	// BinaryFile is the Linux devbox binary in the build context
-	// (internal/image.ContextBinary).
-	BinaryFile = ContextDir + "/devbox"
-	// ContextPolicyFile is the normalized policy in the build context
-	// (internal/image.ContextPolicy).
-	ContextPolicyFile = ContextDir + "/policy.json"
+	// BinaryFile is the Linux devbox binary in the build context, under
+	// the name the generated Dockerfile copies.
+	BinaryFile = ContextDir + "/" + image.ContextBinary
+	// ContextPolicyFile is the normalized policy in the build context.
+	ContextPolicyFile = ContextDir + "/" + image.ContextPolicy
 	// SeccompFile is devbox's seccomp profile (sandbox.SeccompProfile),
 	// written when the policy enables the sandbox and referenced by
 	// SeccompRunArg.
@@ -65,10 +65,10 @@ type InitOptions struct {
 	// Platform is the image's platform, "linux/amd64" or "linux/arm64"; the
 	// binary must be built for it (build mode only).
 	Platform string
-	// Render renders the build for a policy and its lock: the Dockerfile
-	// (GeneratedMarker is prepended) and the normalized policy the
-	// Dockerfile copies. internal/image provides it (build mode only).
-	Render func(*policy.Policy, *policy.Lock) (dockerfile, policyJSON []byte, err error)
+	// Version is this devbox's version: the lock must have been written by
+	// it, so the Dockerfile never pins stale inputs ("" skips that check;
+	// build mode only).
+	Version string
 }
 
 // Status is what init did, or would do, to one file.
@@ -126,9 +126,6 @@ func PlanInit(opts InitOptions) ([]FileResult, error) {
 			return nil, fmt.Errorf("--image %q: must be an image reference pinned by digest (REPO@sha256:…): %v; init never contacts a registry, get the digest from `devbox push` or `devbox lock`", opts.Image, err)
 		}
 	} else {
-		if opts.Render == nil {
-			return nil, errors.New("init: no build renderer for build mode")
-		}
 		if opts.Binary == "" {
 			return nil, errors.New("init: build mode needs the Linux devbox binary to copy (--binary)")
 		}
@@ -148,7 +145,7 @@ func PlanInit(opts InitOptions) ([]FileResult, error) {
 	}
 	plan = append(plan, polRes)
 
-	l := layout{image: opts.Image}
+	l := hostLayout{image: opts.Image}
 	l.gitHooks = isDir(filepath.Join(opts.Root, ".git", "hooks"))
 	l.gitConfig = isFile(filepath.Join(opts.Root, ".git", "config"))
 	cfgRes, err := planConfig(opts, pol, l)
@@ -178,6 +175,25 @@ func PlanInit(opts InitOptions) ([]FileResult, error) {
 	return plan, nil
 }
 
+// renderBuild is where init meets the image builder: the same install
+// steps as `devbox build`, rendered as a Dockerfile for the Dev Containers
+// CLI, plus the normalized policy it copies. A lock that no longer matches
+// the policy is refused, so the Dockerfile never pins stale inputs.
+func renderBuild(p *policy.Policy, l *policy.Lock, platform, version string) (dockerfile, policyJSON []byte, err error) {
+	if err := l.Check(p, version, []string{platform}); err != nil {
+		return nil, nil, err
+	}
+	df, err := image.Dockerfile(image.Spec{Policy: p, Lock: l, Platform: platform}, version)
+	if err != nil {
+		return nil, nil, err
+	}
+	pj, err := image.PolicyJSON(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	return df, pj, nil
+}
+
 // planBuild plans the build-mode files: the Dockerfile and its context.
 // They need the lock (the base digest, Claude Code's integrity), which
 // `devbox lock` resolves over the network; init itself never does, so
@@ -199,7 +215,7 @@ func planBuild(opts InitOptions, pol *policy.Policy) ([]FileResult, error) {
 	if err := checkELF(bin, opts.Platform); err != nil {
 		return nil, fmt.Errorf("--binary %s: %w", opts.Binary, err)
 	}
-	df, pj, err := opts.Render(pol, lock)
+	df, pj, err := renderBuild(pol, lock, opts.Platform, opts.Version)
 	if err != nil {
 		return nil, fmt.Errorf("generating %s: %w", DockerfileFile, err)
 	}
@@ -301,7 +317,7 @@ func RenderPolicy(presets []Preset) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func planConfig(opts InitOptions, pol *policy.Policy, l layout) (FileResult, error) {
+func planConfig(opts InitOptions, pol *policy.Policy, l hostLayout) (FileResult, error) {
 	path := filepath.Join(opts.Root, ConfigFile)
 	old, err := readIfExists(path)
 	if err != nil {

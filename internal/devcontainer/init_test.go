@@ -3,7 +3,6 @@ package devcontainer
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,15 +28,6 @@ func fakeBinary(t *testing.T) string {
 	return p
 }
 
-// testRender stands in for internal/image (which imports this package):
-// it renders what the real renderer's output depends on, so the tests see
-// a policy or lock change reach the Dockerfile.
-func testRender(p *policy.Policy, l *policy.Lock) ([]byte, []byte, error) {
-	df := fmt.Sprintf("FROM %s\n# packages: %s\nCOPY devbox policy.json /\n", l.Base.Pinned(), strings.Join(p.Image.Packages, " "))
-	pj, err := json.Marshal(p.Network.Presets)
-	return []byte(df), pj, err
-}
-
 const testLock = `{
   "lockVersion": 1,
   "devbox": "0.1.0-test",
@@ -56,7 +46,7 @@ func buildOpts(t *testing.T, root string) InitOptions {
 	if fi, err := os.Stat(filepath.Join(root, Dir)); err != nil || fi.IsDir() {
 		write(t, root, LockFile, testLock)
 	}
-	return InitOptions{Root: root, Binary: fakeBinary(t), Platform: "linux/amd64", Render: testRender}
+	return InitOptions{Root: root, Binary: fakeBinary(t), Platform: "linux/amd64", Version: "0.1.0-test"}
 }
 
 func read(t *testing.T, root, rel string) []byte {
@@ -291,7 +281,7 @@ func TestPatchCommentedGolden(t *testing.T) {
 				}
 			}
 			// Patching the patched file changes nothing.
-			again, changes, err := patchJSONC("again", got, configRules(mustPolicy(t, root), layout{image: opts.Image, gitHooks: true, gitConfig: true}))
+			again, changes, err := patchJSONC("again", got, configRules(mustPolicy(t, root), hostLayout{image: opts.Image, gitHooks: true, gitConfig: true}))
 			if err != nil || len(changes) != 0 || !bytes.Equal(again, got) {
 				t.Errorf("second patch: changes %v, err %v", changes, err)
 			}

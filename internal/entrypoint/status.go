@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/devbox-dev/devbox/internal/atomicfile"
+	"github.com/devbox-dev/devbox/internal/layout"
 )
 
 // StatusPath is where the entrypoint records whether the fence is up. It is
 // written by root only (the directory is 0755 root), so the agent's user can
 // read it but never forge "fenced". `devbox doctor` and the login banner
 // read it.
-const StatusPath = "/run/devbox/status"
+const StatusPath = layout.StatusPath
 
 // State is the fence's state as the entrypoint last recorded it.
 type State string

@@ -21,6 +21,8 @@ import (
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
+
+	"github.com/devbox-dev/devbox/internal/layout"
 )
 
 // Targets names the world the suite runs against. Every address comes from
@@ -58,7 +60,7 @@ type Targets struct {
 	Nonce string
 	// ResolvConf is read for the container's own resolver (default /etc/resolv.conf).
 	ResolvConf string
-	// DNSFilterUID is the DNS filter's uid (default 998).
+	// DNSFilterUID is the DNS filter's uid (default layout.DNSUID).
 	DNSFilterUID int
 	// DNSFilterAddrs are the addresses the DNS filter listens on; binding
 	// them would replace it.
@@ -80,7 +82,7 @@ func Checks(t Targets) []Check {
 		t.ResolvConf = "/etc/resolv.conf"
 	}
 	if t.DNSFilterUID == 0 {
-		t.DNSFilterUID = 998
+		t.DNSFilterUID = layout.DNSUID
 	}
 	var cs []Check
 	add := func(name, target string, k Kind, run func(context.Context) error) {

@@ -6,13 +6,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	ocispecs "github.com/opencontainers/image-spec/specs-go/v1"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/devbox-dev/devbox/internal/devcontainer"
+	ocispecs "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
@@ -23,7 +24,7 @@ const MetadataLabel = "devcontainer.metadata"
 // Labels devbox adds besides the OCI ones.
 const (
 	// LabelPolicy holds the normalized policy (the same bytes as
-	// devcontainer.PolicyPath), so a registry UI or `docker inspect` shows
+	// layout.PolicyPath), so a registry UI or `docker inspect` shows
 	// what an image enforces without running it.
 	LabelPolicy = "dev.devbox.policy"
 	// LabelPolicyDigest is the sha256 of LabelPolicy.
@@ -37,7 +38,7 @@ const (
 // fence as root, then runs Cmd as the policy's user. The Dev Containers CLI
 // overrides both and runs the label's "entrypoint" instead.
 var (
-	Entrypoint = []string{devcontainer.BinaryPath, "entrypoint", "--"}
+	Entrypoint = []string{layout.BinaryPath, "entrypoint", "--"}
 	Cmd        = []string{"sleep", "infinity"}
 )
 
@@ -53,7 +54,7 @@ var Env = []string{
 // one object, as the Dev Containers CLI writes it, carrying what a bare
 // {"image": "…"} devcontainer.json needs to start the fence.
 func Metadata(p *policy.Policy) (string, error) {
-	b, err := json.Marshal([]map[string]any{devcontainer.FenceProperties(p)})
+	b, err := json.Marshal([]map[string]any{FenceProperties(p)})
 	if err != nil {
 		return "", err
 	}

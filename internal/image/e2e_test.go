@@ -18,8 +18,8 @@ import (
 	"github.com/moby/buildkit/client"
 
 	"github.com/devbox-dev/devbox/internal/devboxtest"
-	"github.com/devbox-dev/devbox/internal/devcontainer"
 	"github.com/devbox-dev/devbox/internal/image"
+	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 	"github.com/devbox-dev/devbox/internal/registry"
 )
@@ -290,10 +290,10 @@ func TestE2EBuild(t *testing.T) {
 			"echo sudo=$(command -v sudo || echo none)",
 			"echo setuid=$(find / -xdev -type f -perm /6000 | wc -l)",
 			"echo claude=$(claude --version)",
-			"echo devbox=$(" + devcontainer.BinaryPath + " --version | cut -d' ' -f1)",
+			"echo devbox=$(" + layout.BinaryPath + " --version | cut -d' ' -f1)",
 			"echo logdir=$(stat -c %u /var/log/devbox)",
 			"echo updater=$(cat " + image.ClaudeSettingsPath + ")",
-			"echo policy=$(sha256sum " + devcontainer.PolicyPath + " | cut -d' ' -f1)",
+			"echo policy=$(sha256sum " + layout.PolicyPath + " | cut -d' ' -f1)",
 		}, "; ")
 		got := e.docker.Run(t, "run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", ref, "-c", script)
 		sum := sha256Hex(pj)
@@ -355,7 +355,7 @@ func TestE2EBuild(t *testing.T) {
 		m := rc.Merged
 		if m.RemoteUser != "dev" || m.ContainerUser != "root" || !m.Init ||
 			strings.Join(m.CapAdd, ",") != "NET_ADMIN,NET_RAW" || strings.Join(m.SecurityOpt, ",") != "no-new-privileges" ||
-			strings.Join(m.Entrypoints, ",") != devcontainer.BinaryPath+" entrypoint" {
+			strings.Join(m.Entrypoints, ",") != layout.BinaryPath+" entrypoint" {
 			t.Errorf("merged configuration read from the image: %+v", m)
 		}
 	})

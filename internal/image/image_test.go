@@ -17,8 +17,8 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/devbox-dev/devbox/internal/devcontainer"
 	"github.com/devbox-dev/devbox/internal/golden"
+	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
@@ -203,7 +203,7 @@ func TestStepsValidate(t *testing.T) {
 		{"sudo", func(s *Spec) { s.Policy.Image.Packages = append(s.Policy.Image.Packages, "sudo") }, `"sudo" would give`},
 		{"shell in package", func(s *Spec) { s.Policy.Image.Packages = []string{"git; rm -rf /"} }, "not a Debian package name"},
 		{"root user", func(s *Spec) { s.Policy.Image.User.UID = 0 }, "must not be root"},
-		{"dns uid", func(s *Spec) { s.Policy.Image.User.UID = devcontainer.DNSUID }, "reserved for devbox-dns"},
+		{"dns uid", func(s *Spec) { s.Policy.Image.User.UID = layout.DNSUID }, "reserved for devbox-dns"},
 		{"bad user name", func(s *Spec) { s.Policy.Image.User.Name = "Dev User" }, "not a valid user name"},
 		{"reserved name", func(s *Spec) { s.Policy.Image.User.Name = "root" }, "reserved"},
 		{"platform", func(s *Spec) { s.Platform = "linux/s390x" }, "not supported"},
@@ -275,15 +275,15 @@ func TestSteps(t *testing.T) {
 		t.Fatalf("login-banner script: %v\n%s", err, out)
 	}
 	b, _ := os.ReadFile(banner)
-	if !strings.Contains(string(b), devcontainer.BinaryPath+" doctor --quiet || true") {
+	if !strings.Contains(string(b), layout.BinaryPath+" doctor --quiet || true") {
 		t.Errorf("%s does not run doctor --quiet:\n%s", LoginBannerPath, b)
 	}
-	fakeBin := strings.ReplaceAll(string(b), devcontainer.BinaryPath, "/bin/false")
+	fakeBin := strings.ReplaceAll(string(b), layout.BinaryPath, "/bin/false")
 	if out, err := exec.Command("sh", "-e", "-c", fakeBin+"\necho shell-went-on").CombinedOutput(); err != nil || !strings.Contains(string(out), "shell-went-on") {
 		t.Errorf("a failing doctor stops a login shell under -e: %v\n%s", err, out)
 	}
 	pol := byName["policy"]
-	if pol.Dest != devcontainer.PolicyPath || !json.Valid(pol.Data) {
+	if pol.Dest != layout.PolicyPath || !json.Valid(pol.Data) {
 		t.Errorf("policy step writes %s, valid JSON %v", pol.Dest, json.Valid(pol.Data))
 	}
 }
@@ -314,7 +314,7 @@ func TestMetadataLabel(t *testing.T) {
 	}
 	e := arr[0]
 	if fmt.Sprint(e["capAdd"]) != "[NET_ADMIN NET_RAW]" || e["remoteUser"] != "dev" || e["containerUser"] != "root" ||
-		e["entrypoint"] != devcontainer.BinaryPath+" entrypoint" {
+		e["entrypoint"] != layout.BinaryPath+" entrypoint" {
 		t.Errorf("label entry %v", e)
 	}
 	if _, ok := e["runArgs"]; ok {

@@ -20,7 +20,7 @@
 // fence is down; the devbox binary; the normalized policy last, so a
 // change to the network policy alone rebuilds only that small layer. The
 // image config runs `devbox entrypoint -- sleep infinity` as root and carries
-// the devcontainer.metadata label built from devcontainer.FenceProperties.
+// the devcontainer.metadata label built from FenceProperties.
 package image
 
 import (
@@ -36,7 +36,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/devbox-dev/devbox/internal/devcontainer"
+	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 	"github.com/devbox-dev/devbox/internal/sandbox"
 )
@@ -76,7 +76,7 @@ const LoginBannerPath = "/etc/profile.d/devbox.sh"
 // enforced.
 var loginBanner = []string{
 	"# devbox: warn at login when the fence is not up (silent when it is).",
-	"if [ -x " + devcontainer.BinaryPath + " ]; then " + devcontainer.BinaryPath + " doctor --quiet || true; fi",
+	"if [ -x " + layout.BinaryPath + " ]; then " + layout.BinaryPath + " doctor --quiet || true; fi",
 }
 
 // BasePackages are the Debian packages every devbox image has: the firewall
@@ -171,12 +171,12 @@ func (s Spec) Validate() error {
 	switch {
 	case !userName.MatchString(u.Name):
 		return fmt.Errorf("image.user.name %q is not a valid user name", u.Name)
-	case u.Name == "root" || u.Name == devcontainer.DNSUser:
+	case u.Name == "root" || u.Name == layout.DNSUser:
 		return fmt.Errorf("image.user.name %q is reserved", u.Name)
 	case u.UID <= 0 || u.GID <= 0:
 		return fmt.Errorf("image.user uid %d / gid %d: the agent's user must not be root", u.UID, u.GID)
-	case u.UID == devcontainer.DNSUID || u.GID == devcontainer.DNSUID:
-		return fmt.Errorf("image.user uid/gid %d is reserved for %s", devcontainer.DNSUID, devcontainer.DNSUser)
+	case u.UID == layout.DNSUID || u.GID == layout.DNSUID:
+		return fmt.Errorf("image.user uid/gid %d is reserved for %s", layout.DNSUID, layout.DNSUser)
 	}
 	for _, p := range s.Policy.Image.Packages {
 		if !debianPackage.MatchString(p) {
@@ -206,7 +206,7 @@ func (s Spec) Packages() []string {
 }
 
 // PolicyJSON returns the normalized policy as the image stores it at
-// devcontainer.PolicyPath: (*policy.Policy).Normalize, the one canonical
+// layout.PolicyPath: (*policy.Policy).Normalize, the one canonical
 // form, which the entrypoint reads back with policy.Parse.
 func PolicyJSON(p *policy.Policy) ([]byte, error) {
 	b, err := p.Normalize()
@@ -308,14 +308,14 @@ func Steps(spec Spec) ([]Step, error) {
 		`  if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then dpkg --purge --force-depends "$p"; fi`,
 		"done",
 		"rm -rf /etc/sudoers /etc/sudoers.d",
-		fmt.Sprintf("groupadd --system --gid %d %s", devcontainer.DNSUID, devcontainer.DNSUser),
+		fmt.Sprintf("groupadd --system --gid %d %s", layout.DNSUID, layout.DNSUser),
 		fmt.Sprintf("useradd --system --uid %d --gid %d --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin %s",
-			devcontainer.DNSUID, devcontainer.DNSUID, devcontainer.DNSUser),
+			layout.DNSUID, layout.DNSUID, layout.DNSUser),
 		fmt.Sprintf("getent group %d >/dev/null || groupadd --gid %d %s", u.GID, u.GID, u.Name),
 		fmt.Sprintf("useradd --uid %d --gid %d --create-home --home-dir %s --shell /bin/bash %s", u.UID, u.GID, home, u.Name),
-		"mkdir -p /etc/devbox /var/log/devbox",
-		fmt.Sprintf("chown %d:%d /var/log/devbox", devcontainer.DNSUID, devcontainer.DNSUID),
-		"chmod 0755 /var/log/devbox",
+		"mkdir -p " + layout.ConfigDir + " " + layout.LogDir,
+		fmt.Sprintf("chown %d:%d %s", layout.DNSUID, layout.DNSUID, layout.LogDir),
+		"chmod 0755 " + layout.LogDir,
 		`find / -xdev -type f \( -perm -4000 -o -perm -2000 \) -exec chmod u-s,g-s {} +`,
 		`left=$(find / -xdev -type f \( -perm -4000 -o -perm -2000 \))`,
 		`if [ -n "$left" ]; then echo "devbox: setuid/setgid files left: $left" >&2; exit 1; fi`,
@@ -337,7 +337,7 @@ func Steps(spec Spec) ([]Step, error) {
 		"printf '%s\\n' " + strings.Join(quoted, " ") + " > " + LoginBannerPath,
 		"chmod 0644 " + LoginBannerPath,
 	}, "\n")})
-	steps = append(steps, Step{Name: "devbox", Kind: CopyStep, Src: ContextBinary, Dest: devcontainer.BinaryPath, Mode: 0o755})
+	steps = append(steps, Step{Name: "devbox", Kind: CopyStep, Src: ContextBinary, Dest: layout.BinaryPath, Mode: 0o755})
 	if spec.Policy.Agent.ClaudeCode != policy.ClaudeCodeNone {
 		// Managed settings win over the user's own: the updater stays off
 		// (the env var is also in the image config for shells that skip
@@ -359,7 +359,7 @@ func Steps(spec Spec) ([]Step, error) {
 		}, "\n")})
 	}
 	steps = append(steps,
-		Step{Name: "policy", Kind: CopyStep, Src: ContextPolicy, Dest: devcontainer.PolicyPath, Mode: 0o644, Data: pj},
+		Step{Name: "policy", Kind: CopyStep, Src: ContextPolicy, Dest: layout.PolicyPath, Mode: 0o644, Data: pj},
 	)
 	return steps, nil
 }

@@ -20,8 +20,11 @@ const (
 	LogDir = "/var/log/devbox"
 	// LogPath is the blocked-connection log (JSON lines).
 	LogPath = LogDir + "/firewall.jsonl"
-	// RunDir holds run-time state: pid files, the fence status.
+	// RunDir holds run-time state: pid files, the fence status. It is 0755
+	// root, so the agent's user can read it but never forge its contents.
 	RunDir = "/run/devbox"
+	// StatusPath is where the entrypoint records whether the fence is up.
+	StatusPath = RunDir + "/status"
 	// SecretsDir is where credentials live, readable by root and the
 	// gateway's account only. DEVBOX_SECRETS_DIR overrides it.
 	SecretsDir = "/var/lib/devbox/secrets"

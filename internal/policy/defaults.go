@@ -1,6 +1,10 @@
 package policy
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/devbox-dev/devbox/internal/layout"
+)
 
 // Defaults for keys a policy file leaves out. Explain lists the ones that
 // applied.
@@ -14,19 +18,17 @@ const (
 	DefaultGID      = 1000
 	// DefaultClaudeCode is the pinned Claude Code version.
 	DefaultClaudeCode = "2.1.332"
-	// DefaultLogFile is where blocked connections are logged. It is the same
-	// path as devcontainer.LogPath; it is repeated here because this package
-	// depends on the standard library and hujson only.
-	DefaultLogFile = "/var/log/devbox/firewall.jsonl"
+	// DefaultLogFile is where blocked connections are logged.
+	DefaultLogFile = layout.LogPath
 	// DefaultDNSPort is the port of a dns.upstream entry given without one.
 	DefaultDNSPort = 53
 
-	// reservedID is the uid and gid of the DNS filter's account
-	// (devcontainer.DNSUID): the firewall lets that uid query upstream
-	// resolvers, so the agent's user must never have it.
-	reservedID = 998
-	// reservedUser is the DNS filter's account name (devcontainer.DNSUser).
-	reservedUser = "devbox-dns"
+	// reservedID is the uid and gid of the DNS filter's account: the
+	// firewall lets that uid query upstream resolvers, so the agent's user
+	// must never have it.
+	reservedID = layout.DNSUID
+	// reservedUser is the DNS filter's account name.
+	reservedUser = layout.DNSUser
 )
 
 // DefaultDenyRead are the paths sandboxed commands never read, whatever the

@@ -22,6 +22,7 @@ func TestDependencies(t *testing.T) {
 	allowed := map[string]bool{
 		"github.com/devbox-dev/devbox/internal/policy":     true,
 		"github.com/devbox-dev/devbox/internal/atomicfile": true, // stdlib only
+		"github.com/devbox-dev/devbox/internal/layout":     true, // imports nothing
 		"github.com/tailscale/hujson":                      true,
 	}
 	dec := json.NewDecoder(strings.NewReader(string(out)))

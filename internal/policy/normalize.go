@@ -15,7 +15,7 @@ type plainPolicy Policy
 // is kept as information), lists sorted and folded, two-space indented,
 // ending in a newline. Parse of the result gives back an equal Policy, and
 // normalizing that again gives the same bytes. This is the file baked into
-// images at /etc/devbox/policy.json. It fails if p does not validate.
+// images at layout.PolicyPath. It fails if p does not validate.
 func (p *Policy) Normalize() ([]byte, error) {
 	raw, err := json.Marshal((*plainPolicy)(p))
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/devbox-dev/devbox/internal/escape"
+	"github.com/devbox-dev/devbox/internal/layout"
 )
 
 type list []string
@@ -41,7 +42,7 @@ func main() {
 	fs.StringVar(&t.Metadata, "metadata", "", "cloud metadata endpoint to try, e.g. 169.254.169.254:80 (only on a test network)")
 	fs.StringVar(&t.TunnelDomain, "tunnel-domain", "", "a non-allowed domain for DNS tunnelling queries")
 	fs.StringVar(&t.Nonce, "nonce", fmt.Sprintf("esc%x", time.Now().UnixNano()&0xffffffff), "marker put in every tunnelling query and UDP payload")
-	fs.IntVar(&t.DNSFilterUID, "dns-uid", 998, "uid of the DNS filter")
+	fs.IntVar(&t.DNSFilterUID, "dns-uid", layout.DNSUID, "uid of the DNS filter")
 	fs.Var((*list)(&t.DNSFilterAddrs), "dns-listen", "address the DNS filter listens on (repeatable)")
 	fs.StringVar(&t.Workspace, "workspace", "", "the repository mounted in the container")
 	fs.Var((*list)(&t.ReadDenied), "read-denied", "file the user must not read (repeatable; default /etc/shadow and /root)")
@@ -64,7 +65,7 @@ func main() {
 		t.ReadDenied = []string{"/etc/shadow", "/root"}
 	}
 	if len(t.FenceFiles) == 0 {
-		t.FenceFiles = []string{"/usr/local/bin/devbox", "/etc/devbox/policy.json", "/run/devbox/status", "/etc/resolv.conf"}
+		t.FenceFiles = []string{layout.BinaryPath, layout.PolicyPath, layout.StatusPath, "/etc/resolv.conf"}
 	}
 	if len(t.DNSFilterAddrs) == 0 {
 		t.DNSFilterAddrs = []string{"127.0.0.1:53535", "0.0.0.0:53535", "[::1]:53535", "[::]:53535"}

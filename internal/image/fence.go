@@ -1,21 +1,8 @@
-package devcontainer
+package image
 
-import "github.com/devbox-dev/devbox/internal/policy"
-
-// Fixed paths inside every devbox image and feature install. The image
-// builder writes them, the entrypoint and the firewall read them.
-const (
-	// BinaryPath is where the devbox binary lives in the container.
-	BinaryPath = "/usr/local/bin/devbox"
-	// PolicyPath is the normalized policy baked into the image.
-	PolicyPath = "/etc/devbox/policy.json"
-	// LogPath is the default blocked-connection log (JSON lines).
-	LogPath = "/var/log/devbox/firewall.jsonl"
-	// DNSUser is the system account the DNS filter runs as. It is a fixed
-	// system uid that updateRemoteUserUID never remaps.
-	DNSUser = "devbox-dns"
-	// DNSUID is DNSUser's uid and gid.
-	DNSUID = 998
+import (
+	"github.com/devbox-dev/devbox/internal/layout"
+	"github.com/devbox-dev/devbox/internal/policy"
 )
 
 // FenceProperties is the one place that decides what a dev container needs
@@ -38,7 +25,7 @@ func FenceProperties(p *policy.Policy) map[string]any {
 		"remoteUser":    p.Image.User.Name,
 		// A real init reaps the DNS filter and whatever the agent leaves behind.
 		"init":       true,
-		"entrypoint": BinaryPath + " entrypoint",
+		"entrypoint": layout.BinaryPath + " entrypoint",
 		// The uid remap must not be relied on by the fence, but it keeps
 		// workspace ownership right; rules never key on this uid.
 		"updateRemoteUserUID": true,
