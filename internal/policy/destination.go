@@ -395,3 +395,9 @@ func (d Destination) compare(e Destination) int {
 	}
 	return int(d.Port) - int(e.Port)
 }
+
+// Covers reports whether every connection d allows is also allowed by c: the
+// same or a wider name (a wildcard covers its subdomains and narrower
+// wildcards), the same or a wider prefix of the same family, and c's port is
+// 0 (any) or d's. It is what "d lies within c" means for a baseline.
+func (c Destination) Covers(d Destination) bool { return c.covers(d) }

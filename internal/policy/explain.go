@@ -24,13 +24,61 @@ type Explanation struct {
 	Removed []Removal `json:"removed"`
 	// Defaults are the keys the file left out, with the value used.
 	Defaults []DefaultApplied `json:"defaults"`
+
+	// positions maps key paths ("network.allow[2]") to where they start;
+	// elems maps a list's key path and a canonical element to its path.
+	positions map[string]Position
+	elems     map[string]string
+}
+
+// ElementPath returns the key path of value in the file's list at key
+// ("sandbox.allowWrite", "/x" → "sandbox.allowWrite[1]"), or key when the
+// file does not list it (a default, or a policy built in Go).
+func (ex *Explanation) ElementPath(key, value string) string {
+	if p, ok := ex.elems[key+"\x00"+value]; ok {
+		return p
+	}
+	return key
+}
+
+// Position is a 1-based line and column (in characters) in a policy file.
+type Position struct{ Line, Col int }
+
+// At returns an Error placed at key path (as in "network.allow[2]") with
+// msg. A path the file does not have is placed at its nearest parent the
+// file has, and at 1:1 when there is none, so every problem gets a
+// file:line:col.
+func (ex *Explanation) At(path, msg string) Error {
+	e := Error{File: ex.File, Path: path, Msg: msg, Line: 1, Col: 1}
+	for p := path; p != ""; p = parentPath(p) {
+		if pos, ok := ex.positions[p]; ok {
+			e.Line, e.Col = pos.Line, pos.Col
+			break
+		}
+	}
+	return e
+}
+
+func parentPath(p string) string {
+	if strings.HasSuffix(p, "]") {
+		if i := strings.LastIndexByte(p, '['); i >= 0 {
+			return p[:i]
+		}
+	}
+	if i := strings.LastIndexByte(p, '.'); i >= 0 {
+		return p[:i]
+	}
+	return ""
 }
 
 // AllowedEntry is one allowed destination. From lists "allow" when the
 // file names it and "preset:NAME" for each preset that brings it, sorted.
+// At lists the key paths that bring it ("network.allow[0]",
+// "network.presets[1]"), in the same order.
 type AllowedEntry struct {
 	Destination Destination `json:"destination"`
 	From        []string    `json:"from"`
+	At          []string    `json:"-"`
 }
 
 // DefaultApplied is a key the file left out and the default it got.
@@ -75,12 +123,14 @@ func finish(p *Policy, notes *decodeNotes, seen map[string]bool) *Explanation {
 	ex := &Explanation{File: p.Path, Policy: p, NoNetwork: p.Network.NoNetwork(), Removed: removed, Allowed: []AllowedEntry{}, Defaults: []DefaultApplied{}}
 	for _, a := range p.Network.Allow {
 		e := AllowedEntry{Destination: a}
-		if slices.Contains(notes.explicitAllow, a) {
+		if i := slices.Index(notes.explicitAllow, a); i >= 0 {
 			e.From = append(e.From, "allow")
+			e.At = append(e.At, notes.explicitAllowAt[i])
 		}
 		for _, name := range p.Network.Presets {
 			if slices.Contains(presets[name], a) {
 				e.From = append(e.From, "preset:"+name)
+				e.At = append(e.At, notes.presetAt[name])
 			}
 		}
 		ex.Allowed = append(ex.Allowed, e)

@@ -46,7 +46,7 @@ func Parse(name string, raw []byte) (*Policy, error) {
 
 // parse does the work for Parse and Explain.
 func parse(name string, raw []byte) (*Explanation, error) {
-	d := &decoder{file: name, src: raw, seen: map[string]bool{}}
+	d := &decoder{file: name, src: raw, seen: map[string]bool{}, pos: map[string]Position{}, elem: map[string]string{}}
 	p := defaultPolicy()
 	p.Path = name
 	// A policy is a few kilobytes; the limit keeps a runaway file (or deep
@@ -71,6 +71,7 @@ func parse(name string, raw []byte) (*Explanation, error) {
 		return nil, d.result()
 	}
 	ex := finish(p, &notes, d.seen)
+	ex.positions, ex.elems = d.pos, d.elem
 	return ex, nil
 }
 
@@ -88,8 +89,12 @@ func invalidUTF8(b []byte) int {
 // decodeNotes carries what Parse learned that the Policy itself does not
 // keep, for Explain.
 type decodeNotes struct {
-	// explicitAllow are the allow entries written in the file.
-	explicitAllow []Destination
+	// explicitAllow are the allow entries written in the file, and
+	// explicitAllowAt their key paths ("network.allow[3]").
+	explicitAllow   []Destination
+	explicitAllowAt []string
+	// presetAt maps each preset named in the file to its key path.
+	presetAt map[string]string
 }
 
 // decoder walks the hujson tree of the original text, so every error can
@@ -101,6 +106,11 @@ type decoder struct {
 	// seen records the key paths present in the file, to tell which
 	// defaults applied.
 	seen map[string]bool
+	// pos records where each key's value and each array element starts.
+	pos map[string]Position
+	// elem maps a list's key path and an element's canonical value to the
+	// element's key path ("sandbox.allowWrite\x00/x" → "sandbox.allowWrite[1]").
+	elem map[string]string
 }
 
 func (d *decoder) result() error {
@@ -119,6 +129,11 @@ func (d *decoder) position(off int) (line, col int) {
 	lineStart := bytes.LastIndexByte(before, '\n') + 1
 	col = 1 + utf8.RuneCount(before[lineStart:])
 	return line, col
+}
+
+func (d *decoder) positionOf(off int) Position {
+	line, col := d.position(off)
+	return Position{Line: line, Col: col}
 }
 
 func (d *decoder) errAtOffset(off int, path, format string, args ...any) {
@@ -241,6 +256,7 @@ func (d *decoder) object(v *hujson.Value, path string, fields ...field) {
 			continue
 		}
 		d.seen[kpath] = true
+		d.pos[kpath] = d.positionOf(m.Value.StartOffset)
 		f.decode(&m.Value, kpath)
 	}
 }
@@ -285,7 +301,9 @@ func (d *decoder) array(v *hujson.Value, path string, each func(v *hujson.Value,
 		return
 	}
 	for i := range arr.Elements {
-		each(&arr.Elements[i], fmt.Sprintf("%s[%d]", path, i))
+		p := fmt.Sprintf("%s[%d]", path, i)
+		d.pos[p] = d.positionOf(arr.Elements[i].StartOffset)
+		each(&arr.Elements[i], p)
 	}
 }
 
@@ -309,13 +327,18 @@ func checkedList[T any](d *decoder, v *hujson.Value, path string, check func(str
 			d.errAt(e, p, "%q: %s", s, reason)
 			return
 		}
+		key := path + "\x00" + fmt.Sprint(c)
+		if _, ok := d.elem[key]; !ok {
+			d.elem[key] = p
+		}
 		out = append(out, c)
 	})
 	return out
 }
 
-// destinations decodes an allow (allow is true) or deny list.
-func (d *decoder) destinations(v *hujson.Value, path string, allow bool) []Destination {
+// destinations decodes an allow (allow is true) or deny list; at receives
+// the key path of each entry kept.
+func (d *decoder) destinations(v *hujson.Value, path string, allow bool, at *[]string) []Destination {
 	out := []Destination{}
 	d.array(v, path, func(e *hujson.Value, p string) {
 		s, ok := d.str(e, p)
@@ -332,6 +355,9 @@ func (d *decoder) destinations(v *hujson.Value, path string, allow bool) []Desti
 			return
 		}
 		out = append(out, dest)
+		if at != nil {
+			*at = append(*at, p)
+		}
 	})
 	return out
 }
@@ -392,12 +418,24 @@ func (d *decoder) id(v *hujson.Value, path string, dst *int) {
 
 func (d *decoder) network(v *hujson.Value, path string, n *Network, notes *decodeNotes) {
 	d.object(v, path,
-		field{"presets", func(v *hujson.Value, path string) { n.Presets = d.strings(v, path, checkPreset) }},
+		field{"presets", func(v *hujson.Value, path string) {
+			n.Presets = d.strings(v, path, checkPreset)
+			notes.presetAt = map[string]string{}
+			if arr, ok := v.Value.(*hujson.Array); ok {
+				for i := range arr.Elements {
+					if lit, ok := arr.Elements[i].Value.(hujson.Literal); ok && lit.Kind() == '"' {
+						if _, dup := notes.presetAt[lit.String()]; !dup {
+							notes.presetAt[lit.String()] = fmt.Sprintf("%s[%d]", path, i)
+						}
+					}
+				}
+			}
+		}},
 		field{"allow", func(v *hujson.Value, path string) {
-			n.Allow = d.destinations(v, path, true)
+			n.Allow = d.destinations(v, path, true, &notes.explicitAllowAt)
 			notes.explicitAllow = n.Allow
 		}},
-		field{"deny", func(v *hujson.Value, path string) { n.Deny = d.destinations(v, path, false) }},
+		field{"deny", func(v *hujson.Value, path string) { n.Deny = d.destinations(v, path, false, nil) }},
 		field{"dns", func(v *hujson.Value, path string) {
 			d.object(v, path, field{"upstream", func(v *hujson.Value, path string) {
 				n.DNS.Upstream = checkedList(d, v, path, parseUpstream)
