@@ -70,6 +70,14 @@ func StartDNS(ctx context.Context, cfg Config, opts DaemonOptions) (int, error) 
 	if err := handOver(errPath+".1", opts); err != nil {
 		return 0, err
 	}
+	// The hit counters restart with each filter: the policy, so the
+	// entries counted, may have changed.
+	if err := os.WriteFile(filepath.Join(cfg.StateDir, HitsFile), nil, 0o644); err != nil {
+		return 0, fmt.Errorf("firewall: %w", err)
+	}
+	if err := handOver(filepath.Join(cfg.StateDir, HitsFile), opts); err != nil {
+		return 0, err
+	}
 	if cfg.Log && cfg.LogFile != "" {
 		// The daemon appends to the log as its own user; root creates it.
 		if err := os.MkdirAll(filepath.Dir(cfg.LogFile), 0o755); err != nil {

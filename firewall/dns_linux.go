@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,82 @@ type filter struct {
 	errw io.Writer
 
 	queries, forwarded, refused, dropped, upErrors, inserted, blocked, hits atomic.Int64
+
+	// entryHits counts, per cfg.Allow entry, the queries it answered
+	// (first and last time in unix nanoseconds), for HitsFile.
+	entryHits []entryCounter
+	started   time.Time
+}
+
+type entryCounter struct{ n, first, last atomic.Int64 }
+
+// countHits records that the allowed query name was answered by each
+// matching allow entry.
+func (f *filter) countHits(name string) {
+	if len(f.entryHits) != len(f.cfg.Allow) {
+		return // a filter made without counters
+	}
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	now := time.Now().UnixNano()
+	for i, d := range f.cfg.Allow {
+		if d.matchesName(name) {
+			c := &f.entryHits[i]
+			if c.n.Add(1) == 1 {
+				c.first.CompareAndSwap(0, now)
+			}
+			c.last.Store(now)
+		}
+	}
+}
+
+// hitsSnapshot is the counters as HitsFile holds them.
+func (f *filter) hitsSnapshot() Hits {
+	h := Hits{Since: f.started.UTC(), Updated: time.Now().UTC(), Entries: []EntryHits{}}
+	for i, d := range f.cfg.Allow {
+		if d.Name == "" || i >= len(f.entryHits) {
+			continue
+		}
+		c := &f.entryHits[i]
+		e := EntryHits{Entry: d.String(), Hits: c.n.Load()}
+		if t := c.first.Load(); t != 0 {
+			e.First = time.Unix(0, t).UTC()
+		}
+		if t := c.last.Load(); t != 0 {
+			e.Last = time.Unix(0, t).UTC()
+		}
+		h.Entries = append(h.Entries, e)
+	}
+	return h
+}
+
+// writeHits rewrites HitsFile in place (StartDNS created it for the
+// filter's user, which cannot create files in the root-owned StateDir).
+func (f *filter) writeHits() error {
+	raw, _ := json.MarshalIndent(f.hitsSnapshot(), "", "  ")
+	return os.WriteFile(filepath.Join(f.cfg.StateDir, HitsFile), append(raw, '\n'), 0o644)
+}
+
+// hitsEvery is how often the filter writes its hit counters when they
+// changed.
+const hitsEvery = 2 * time.Second
+
+func (f *filter) keepHits(ctx context.Context) {
+	t := time.NewTicker(hitsEvery)
+	defer t.Stop()
+	var written int64 = -1
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if q := f.queries.Load(); q != written {
+			if err := f.writeHits(); err != nil {
+				fmt.Fprintf(f.errw, "devbox dns: hit counters: %v\n", err)
+			}
+			written = q
+		}
+	}
 }
 
 // boundedStderr returns stderr, wrapped in a rotatingFile of errMaxBytes
@@ -88,6 +165,7 @@ func newFilter(cfg Config, s *sets, log *eventLog) (*filter, error) {
 	d := &net.Dialer{Control: markControl(cfg.Mark), Timeout: 2 * time.Second}
 	return &filter{
 		cfg: cfg, ups: ups, sets: s, log: log, dialer: d,
+		entryHits: make([]entryCounter, len(cfg.Allow)), started: time.Now(),
 		errw: os.Stderr,
 		udp:  &dns.Client{Net: "udp", Dialer: d, Timeout: 2 * time.Second, UDPSize: 4096},
 		tcp:  &dns.Client{Net: "tcp", Dialer: d, Timeout: 3 * time.Second},
@@ -117,6 +195,7 @@ func (f *filter) answer(r *dns.Msg, tcp bool, raw []byte) *dns.Msg {
 	if !v.Allowed {
 		return f.refuse(r, "dns-"+v.Reason)
 	}
+	f.countHits(q.Name)
 	if resp := f.cached(q, r, v, tcp); resp != nil {
 		return resp
 	}
@@ -525,6 +604,12 @@ func RunDNS(ctx context.Context, cfg Config) error {
 	}
 	f.errw = boundedStderr()
 	stdlog.SetOutput(f.errw) // miekg/dns reports server errors through it
+	hctx, stopHits := context.WithCancel(ctx)
+	defer func() {
+		stopHits()
+		f.writeHits()
+	}()
+	go f.keepHits(hctx)
 	var (
 		servers []*dns.Server
 		pcs     []*net.UDPConn

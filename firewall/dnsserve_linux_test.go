@@ -3,6 +3,7 @@
 package firewall
 
 import (
+	"maps"
 	"net"
 	"net/netip"
 	"testing"
@@ -50,12 +51,14 @@ func TestServeUDP(t *testing.T) {
 		}
 	}()
 	cfg := Config{
-		Allow:    []Destination{{Name: "api.test"}},
+		Allow:    []Destination{{Name: "api.test"}, {Name: "test", Wildcard: true, Port: 443}, {Name: "unused.test"}},
+		StateDir: t.TempDir(),
 		Upstream: []netip.AddrPort{up.LocalAddr().(*net.UDPAddr).AddrPort()},
 		NoCache:  true,
 	}.WithDefaults()
 	f := &filter{cfg: cfg, ups: cfg.Upstream, log: &eventLog{}, dialer: &net.Dialer{},
-		udp: &dns.Client{Timeout: 2 * time.Second}, errw: testWriter{t}}
+		udp: &dns.Client{Timeout: 2 * time.Second}, errw: testWriter{t},
+		entryHits: make([]entryCounter, len(cfg.Allow)), started: time.Now()}
 	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +82,7 @@ func TestServeUDP(t *testing.T) {
 	}{
 		{"api.test.", dns.RcodeSuccess, "fresh", true, false},
 		{"api.test.", dns.RcodeSuccess, "fresh", true, true},
-		{"other.test.", dns.RcodeRefused, "", false, false},
+		{"other.invalid.", dns.RcodeRefused, "", false, false},
 	}
 	for _, tt := range tests {
 		q := new(dns.Msg)
@@ -128,6 +131,25 @@ func TestServeUDP(t *testing.T) {
 	}
 	if got := f.queries.Load(); got != 3 {
 		t.Errorf("queries = %d, want 3", got)
+	}
+	// Each allowed query counts for every allow entry that matches it;
+	// refused ones count for none.
+	if err := f.writeHits(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := ReadHits(cfg.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, e := range h.Entries {
+		got[e.Entry] = e.Hits
+		if (e.Hits > 0) != !e.Last.IsZero() || e.First.After(e.Last) {
+			t.Errorf("%s: %d hits, first %v, last %v", e.Entry, e.Hits, e.First, e.Last)
+		}
+	}
+	if want := map[string]int64{"api.test": 2, "*.test:443": 2, "unused.test": 0}; !maps.Equal(got, want) {
+		t.Errorf("hits = %v, want %v", got, want)
 	}
 }
 
