@@ -1,6 +1,7 @@
 // Package examples_test validates the example policies under examples/:
 // every *.jsonc or *.hujson file here must validate, and each known example
-// must mean what its comments say.
+// must mean what its comments say, as the firewall enforces it (names are
+// decided by firewall.Config.Match, which the DNS filter runs).
 package examples_test
 
 import (
@@ -8,19 +9,20 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/devbox-dev/devbox/firewall/fwpolicy"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
 // expectations hold one check per example file, on top of validation.
 var expectations = map[string]func(t *testing.T, p *policy.Policy){
 	"node.jsonc": func(t *testing.T, p *policy.Policy) {
-		n := p.Network
+		n := fwpolicy.Config(p)
 		for _, name := range []string{"api.anthropic.com", "claude.ai", "registry.npmjs.org", "github.com"} {
-			if !n.AllowsName(name) {
+			if !n.Match(name).Allowed {
 				t.Errorf("%s not allowed", name)
 			}
 		}
-		if n.AllowsName("sentry.io") || n.AllowsName("pypi.org") {
+		if n.Match("sentry.io").Allowed || n.Match("pypi.org").Allowed {
 			t.Error("sentry.io (denied) or pypi.org (no preset) allowed")
 		}
 		if !p.Sandbox.Enabled || !slices.Contains(p.Sandbox.AllowWrite, "~/.npm") {
@@ -28,19 +30,19 @@ var expectations = map[string]func(t *testing.T, p *policy.Policy){
 		}
 	},
 	"python.jsonc": func(t *testing.T, p *policy.Policy) {
-		n := p.Network
-		if !n.AllowsName("pypi.org") || !n.AllowsName("files.pythonhosted.org") {
+		n := fwpolicy.Config(p)
+		if !n.Match("pypi.org").Allowed || !n.Match("files.pythonhosted.org").Allowed {
 			t.Error("PyPI not allowed")
 		}
-		if ports, any := n.NamePorts("pypi.internal.example.test"); any || !slices.Equal(ports, []uint16{443}) {
-			t.Errorf("private index ports = %v, %v; want [443]", ports, any)
+		if v := n.Match("pypi.internal.example.test"); v.AnyPort || !slices.Equal(v.Ports, []uint16{443}) || !v.AllowsPort(443) {
+			t.Errorf("private index ports = %v, %v; want [443]", v.Ports, v.AnyPort)
 		}
 		if p.Image.User.Name != policy.DefaultUserName || p.Image.Base != policy.DefaultBase {
 			t.Errorf("defaults not applied: %+v", p.Image)
 		}
 	},
 	"locked-down.jsonc": func(t *testing.T, p *policy.Policy) {
-		if !p.Network.NoNetwork() || p.Network.AllowsName("api.anthropic.com") {
+		if !p.Network.NoNetwork() || fwpolicy.Config(p).Match("api.anthropic.com").Allowed {
 			t.Errorf("locked-down allows network: %v", p.Network.Allow)
 		}
 		if p.Agent.ClaudeCode != policy.ClaudeCodeNone {
@@ -51,15 +53,15 @@ var expectations = map[string]func(t *testing.T, p *policy.Policy){
 		if p.Image.Tag != "registry.example.test:5000/team/devbox:2026.11" {
 			t.Errorf("tag = %q", p.Image.Tag)
 		}
-		n := p.Network
-		if !n.AllowsName("proxy.golang.org") || !n.AllowsName("a.artifacts.example.test") {
+		n := fwpolicy.Config(p)
+		if !n.Match("proxy.golang.org").Allowed || !n.Match("a.artifacts.example.test").Allowed {
 			t.Error("go preset or artifacts not allowed")
 		}
-		if n.AllowsName("keys.artifacts.example.test") || n.AllowsName("statsig.anthropic.com") {
+		if n.Match("keys.artifacts.example.test").Allowed || n.Match("statsig.anthropic.com").Allowed {
 			t.Error("a denied name is allowed")
 		}
-		if len(n.DNS.Upstream) != 2 || n.DNS.Upstream[0].String() != "10.20.0.53:53" {
-			t.Errorf("upstream = %v", n.DNS.Upstream)
+		if u := p.Network.DNS.Upstream; len(u) != 2 || u[0].String() != "10.20.0.53:53" {
+			t.Errorf("upstream = %v", u)
 		}
 	},
 }

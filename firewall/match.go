@@ -2,6 +2,7 @@ package firewall
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -61,6 +62,43 @@ func (c Config) Match(name string) Verdict {
 	return v
 }
 
+// AllowsPort reports whether a connection to port of a name with this
+// verdict gets through: the name is allowed, no deny entry closes the port,
+// and an allow entry opens it (or any port).
+func (v Verdict) AllowsPort(port uint16) bool {
+	if !v.Allowed || slices.Contains(v.DenyPorts, port) {
+		return false
+	}
+	return v.AnyPort || slices.Contains(v.Ports, port)
+}
+
+// MatchAddr decides a TCP or UDP connection to dst by the address entries
+// (prefixes) alone, as the rules do: a deny entry without a port, then a
+// deny entry on dst's port, then any allow entry for dst's address and port.
+// It knows nothing of the addresses the DNS filter learns for allowed names
+// at run time; Match decides those by name.
+func (c Config) MatchAddr(dst netip.AddrPort) Verdict {
+	a := dst.Addr().Unmap()
+	covers := func(d Destination) bool {
+		return d.Prefix.IsValid() && d.Prefix.Contains(a) && (d.Port == 0 || d.Port == dst.Port())
+	}
+	for _, d := range c.Deny {
+		if covers(d) {
+			return Verdict{Reason: "denied"}
+		}
+	}
+	for _, d := range c.Allow {
+		if covers(d) {
+			v := Verdict{Allowed: true, AnyPort: d.Port == 0}
+			if d.Port != 0 {
+				v.Ports = []uint16{d.Port}
+			}
+			return v
+		}
+	}
+	return Verdict{Reason: "not-allowed"}
+}
+
 func (d Destination) matchesName(name string) bool {
 	if d.Name == "" {
 		return false
@@ -72,10 +110,8 @@ func (d Destination) matchesName(name string) bool {
 }
 
 func appendUnique(ps []uint16, p uint16) []uint16 {
-	for _, q := range ps {
-		if q == p {
-			return ps
-		}
+	if slices.Contains(ps, p) {
+		return ps
 	}
 	return append(ps, p)
 }

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"net/netip"
 	"slices"
 	"testing"
 )
@@ -13,67 +12,6 @@ func mustParse(t testing.TB, in string) *Policy {
 		t.Fatalf("Parse(%s): %v", in, err)
 	}
 	return p
-}
-
-func TestAllowsName(t *testing.T) {
-	n := mustParse(t, `{"network": {
-	  "allow": ["api.x.test:443", "*.cdn.test", "open.test", "10.0.0.0/8", "ssh.test:22"],
-	  "deny": ["bad.cdn.test", "open.test:25", "*.evil.cdn.test"],
-	}}`).Network
-	tests := []struct {
-		name string
-		want bool
-	}{
-		{"api.x.test", true},
-		{"API.X.TEST.", true},
-		{"x.test", false},
-		{"other.x.test", false},
-		{"a.cdn.test", true},
-		{"cdn.test", false},
-		{"bad.cdn.test", false},
-		{"ok.bad.cdn.test", true}, // the deny is exact: only bad.cdn.test itself
-		{"a.evil.cdn.test", false},
-		{"open.test", true}, // a deny with a port closes that port only
-		{"10.1.2.3", false},
-		{"a\x00.cdn.test", false},
-		{"a..cdn.test", false},
-		{"", false},
-		{"unrelated.test", false},
-	}
-	for _, tt := range tests {
-		if got := n.AllowsName(tt.name); got != tt.want {
-			t.Errorf("AllowsName(%q) = %v, want %v", tt.name, got, tt.want)
-		}
-	}
-}
-
-func TestNamePorts(t *testing.T) {
-	n := mustParse(t, `{"network": {
-	  "allow": ["api.x.test:443", "api.x.test:8443", "*.x.test:443", "open.test", "open.test:443", "mixed.test:22", "mixed.test:443"],
-	  "deny": ["open.test:25", "mixed.test:22", "gone.test"],
-	}}`).Network
-	tests := []struct {
-		name   string
-		ports  []uint16
-		any    bool
-		denied []uint16
-	}{
-		{"api.x.test", []uint16{443, 8443}, false, nil},
-		{"b.x.test", []uint16{443}, false, nil},
-		{"open.test", nil, true, []uint16{25}},
-		{"mixed.test", []uint16{443}, false, []uint16{22}},
-		{"gone.test", nil, false, nil},
-		{"nowhere.test", nil, false, nil},
-	}
-	for _, tt := range tests {
-		ports, any := n.NamePorts(tt.name)
-		if !slices.Equal(ports, tt.ports) || any != tt.any {
-			t.Errorf("NamePorts(%q) = %v, %v; want %v, %v", tt.name, ports, any, tt.ports, tt.any)
-		}
-		if d := n.DeniedPorts(tt.name); !slices.Equal(d, tt.denied) {
-			t.Errorf("DeniedPorts(%q) = %v, want %v", tt.name, d, tt.denied)
-		}
-	}
 }
 
 func TestDenyWinsAndFold(t *testing.T) {
@@ -114,9 +52,6 @@ func TestDenyWinsAndFold(t *testing.T) {
 			t.Errorf("registry.npmjs.org from %q, want allow and preset:npm", a.From)
 		}
 	}
-	if !n.DeniesAddr(netip.MustParseAddr("10.9.9.9")) || n.DeniesAddr(netip.MustParseAddr("192.0.2.1")) {
-		t.Errorf("DeniesAddr wrong for %v", n.Deny)
-	}
 }
 
 func TestEmptyAllowIsNoNetwork(t *testing.T) {
@@ -129,11 +64,8 @@ func TestEmptyAllowIsNoNetwork(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !ex.NoNetwork || ex.Policy.Network.AllowsName("x.test") {
+		if !ex.NoNetwork {
 			t.Errorf("%s: NoNetwork = %v, want true", in, ex.NoNetwork)
-		}
-		if ports, any := ex.Policy.Network.NamePorts("x.test"); any || ports != nil {
-			t.Errorf("%s: NamePorts = %v, %v", in, ports, any)
 		}
 	}
 }
@@ -165,9 +97,5 @@ func TestPresets(t *testing.T) {
 	}
 	if _, ok := Preset("nope"); ok {
 		t.Error(`Preset("nope") found`)
-	}
-	p := mustParse(t, `{"network": {"presets": ["anthropic"]}}`)
-	if !p.Network.AllowsName("api.anthropic.com") || p.Network.AllowsName("claude.ai") {
-		t.Error("anthropic preset must allow the API and not the login hosts")
 	}
 }
