@@ -170,6 +170,51 @@ func LocalBinaryName(platform string) string {
 // after everything built: a failing step (a wrong Claude Code checksum, a
 // missing base digest) pushes nothing.
 func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, error) {
+	plats, err := checkOptions(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPlatforms(ctx, c, o.Specs); err != nil {
+		return nil, err
+	}
+	locals, cleanup, err := binarySources(o.Binaries)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	exports, load := exportEntries(o)
+	display, err := newDisplay(o.Progress, o.ProgressOut)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := newRecorder(o.Specs)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	resp, err := solve(ctx, c, solveOptions(o, exports, locals), gatewayBuild(o, plats), display, rec, load)
+	if err != nil {
+		return nil, err
+	}
+	res := rec.result()
+	res.Elapsed = time.Since(start)
+	if load != nil {
+		res.Loaded = load.msg
+	}
+	res.Digest = resp.ExporterResponse[exptypes.ExporterImageDigestKey]
+	if res.Digest == "" {
+		return nil, errors.New("BuildKit returned no image digest")
+	}
+	for _, ref := range o.Push {
+		res.Pushed = append(res.Pushed, repository(ref)+"@"+res.Digest)
+	}
+	return res, nil
+}
+
+// checkOptions checks that o asks for something buildable: at least one
+// spec, an output, valid specs and a devbox binary for each platform. It
+// returns each platform's LLB constraint.
+func checkOptions(o BuildOptions) (map[string]llb.ConstraintsOpt, error) {
 	if len(o.Specs) == 0 {
 		return nil, errors.New("nothing to build: no platform")
 	}
@@ -191,29 +236,48 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 				s.Platform, p.Architecture, s.Platform)
 		}
 	}
-	if err := checkPlatforms(ctx, c, o.Specs); err != nil {
-		return nil, err
+	if o.LoadFunc != nil && len(o.Specs) > 1 {
+		return nil, errors.New("--load takes one platform: a Docker engine stores one image per tag")
 	}
+	return plats, nil
+}
 
-	locals := map[string]fsutil.FS{}
-	for plat, bin := range o.Binaries {
-		dir, cleanup, err := binaryContext(bin)
-		if err != nil {
-			return nil, err
+// binarySources returns the LLB local sources holding each platform's
+// devbox binary, and a cleanup that removes their temporary directories.
+func binarySources(binaries map[string]string) (map[string]fsutil.FS, func(), error) {
+	var dirs []func()
+	cleanup := func() {
+		for _, c := range dirs {
+			c()
 		}
-		defer cleanup()
+	}
+	locals := map[string]fsutil.FS{}
+	for plat, bin := range binaries {
+		dir, rm, err := binaryContext(bin)
+		if err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		dirs = append(dirs, rm)
 		fs, err := fsutil.NewFS(dir)
 		if err != nil {
-			return nil, err
+			cleanup()
+			return nil, nil, err
 		}
 		locals[LocalBinaryName(plat)] = fs
 	}
+	return locals, cleanup, nil
+}
 
-	epoch := strconv.FormatInt(o.Specs[0].Lock.SourceDateEpoch, 10)
+// exportAttrs are the attributes every exporter shares: OCI media types,
+// layer times rewritten to the lock's SOURCE_DATE_EPOCH (reproducible
+// layers) and the image annotations, on the index too for a multi-platform
+// build.
+func exportAttrs(o BuildOptions) map[string]string {
 	attrs := map[string]string{
 		"oci-mediatypes":    "true",
 		"rewrite-timestamp": strconv.FormatBool(!o.KeepTimestamps),
-		"source-date-epoch": epoch,
+		"source-date-epoch": strconv.FormatInt(o.Specs[0].Lock.SourceDateEpoch, 10),
 	}
 	multi := len(o.Specs) > 1
 	for k, v := range Annotations(o.Specs[0], o.DevboxVersion) {
@@ -222,6 +286,31 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 			attrs["annotation-index."+k] = v
 		}
 	}
+	return attrs
+}
+
+// dockerLoad streams the Docker exporter's tarball into o.LoadFunc.
+type dockerLoad struct {
+	pipe *io.PipeReader
+	fn   func(ctx context.Context, r io.Reader) (string, error)
+	// msg is what the engine said, set once the load returned.
+	msg string
+}
+
+// run feeds the exporter's output to the engine until the export ends.
+func (l *dockerLoad) run(ctx context.Context) error {
+	msg, err := l.fn(ctx, l.pipe)
+	// Unblock the exporter if the engine stopped reading early.
+	l.pipe.CloseWithError(err)
+	l.msg = msg
+	return err
+}
+
+// exportEntries returns one BuildKit export per output o asks for: push,
+// OCI layout directory or tarball, Docker engine. The Docker load, when
+// asked, comes back holding the reader side of its exporter's pipe.
+func exportEntries(o BuildOptions) ([]client.ExportEntry, *dockerLoad) {
+	attrs := exportAttrs(o)
 	var exports []client.ExportEntry
 	if len(o.Push) > 0 {
 		a := maps.Clone(attrs)
@@ -239,23 +328,25 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 		exports = append(exports, client.ExportEntry{Type: client.ExporterOCI, Attrs: maps.Clone(attrs),
 			Output: func(map[string]string) (io.WriteCloser, error) { return os.Create(path) }})
 	}
-	var loadPipe *io.PipeReader
+	var load *dockerLoad
 	if o.LoadFunc != nil {
-		if multi {
-			return nil, errors.New("--load takes one platform: a Docker engine stores one image per tag")
-		}
 		a := maps.Clone(attrs)
 		a["name"] = o.LoadName
 		// Docker 20.10 only reads Docker media types.
 		a["oci-mediatypes"] = "false"
 		pr, pw := io.Pipe()
-		loadPipe = pr
+		load = &dockerLoad{pipe: pr, fn: o.LoadFunc}
 		exports = append(exports, client.ExportEntry{Type: client.ExporterDocker, Attrs: a,
 			Output: func(map[string]string) (io.WriteCloser, error) { return pw, nil }})
 	}
+	return exports, load
+}
 
+// solveOptions assembles the solve: exports, the binaries' local sources,
+// caches, and registry credentials from the Docker config.
+func solveOptions(o BuildOptions, exports []client.ExportEntry, locals map[string]fsutil.FS) client.SolveOpt {
 	dockerCfg := config.LoadDefaultConfigFile(io.Discard)
-	solveOpt := client.SolveOpt{
+	return client.SolveOpt{
 		Exports:      exports,
 		LocalMounts:  locals,
 		CacheImports: o.CacheFrom,
@@ -268,46 +359,22 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 			AuthConfigProvider: authprovider.LoadAuthConfig(dockerCfg),
 		})},
 	}
+}
 
+// gatewayBuild returns the build function BuildKit's gateway runs: one
+// solve per spec, each result with its image config, gathered into one
+// image or, for several platforms, an index.
+func gatewayBuild(o BuildOptions, plats map[string]llb.ConstraintsOpt) gateway.BuildFunc {
 	cacheImports := make([]gateway.CacheOptionsEntry, 0, len(o.CacheFrom))
 	for _, c := range o.CacheFrom {
 		cacheImports = append(cacheImports, gateway.CacheOptionsEntry{Type: c.Type, Attrs: c.Attrs})
 	}
-	buildFunc := func(ctx context.Context, gc gateway.Client) (*gateway.Result, error) {
+	multi := len(o.Specs) > 1
+	return func(ctx context.Context, gc gateway.Client) (*gateway.Result, error) {
 		res := gateway.NewResult()
 		var exp exptypes.Platforms
 		for _, spec := range o.Specs {
-			st, err := Graph(spec)
-			if err != nil {
-				return nil, err
-			}
-			def, err := st.Marshal(ctx, plats[spec.Platform])
-			if err != nil {
-				return nil, err
-			}
-			// A gateway build imports caches only for the solves that ask:
-			// SolveOpt.CacheImports reaches the daemon as a frontend
-			// attribute that frontends must pass on themselves (as
-			// dockerui does), so without this --cache-from is ignored.
-			r, err := gc.Solve(ctx, gateway.SolveRequest{Definition: def.ToPB(), Evaluate: true, CacheImports: cacheImports})
-			if err != nil {
-				return nil, err
-			}
-			ref, err := r.SingleRef()
-			if err != nil {
-				return nil, err
-			}
-			// The base's config gives the history its first entries; the
-			// daemon already resolved it for the graph, so this is a cache
-			// hit, not another registry round trip.
-			p := platforms.Normalize(platforms.MustParse(spec.Platform))
-			_, _, baseCfg, err := gc.ResolveImageConfig(ctx, spec.Lock.Base.Pinned(), sourceresolver.Opt{
-				ImageOpt: &sourceresolver.ResolveImageOpt{Platform: &p},
-			})
-			if err != nil {
-				return nil, fmt.Errorf("resolving the base image config: %w", err)
-			}
-			cfg, err := ConfigJSON(spec, o.DevboxVersion, baseCfg)
+			ref, cfg, err := solvePlatform(ctx, gc, spec, plats[spec.Platform], cacheImports, o.DevboxVersion)
 			if err != nil {
 				return nil, err
 			}
@@ -316,6 +383,7 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 				res.AddMeta(exptypes.ExporterImageConfigKey, cfg)
 				continue
 			}
+			p := platforms.Normalize(platforms.MustParse(spec.Platform))
 			id := platforms.FormatAll(p)
 			res.AddRef(id, ref)
 			res.AddMeta(exptypes.ExporterImageConfigKey+"/"+id, cfg)
@@ -330,83 +398,86 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 		}
 		return res, nil
 	}
+}
 
-	out := o.ProgressOut
+// solvePlatform solves spec's graph inside the gateway and returns its
+// result and image config.
+func solvePlatform(ctx context.Context, gc gateway.Client, spec Spec, plat llb.ConstraintsOpt,
+	cacheImports []gateway.CacheOptionsEntry, devboxVersion string) (gateway.Reference, []byte, error) {
+	st, err := Graph(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	def, err := st.Marshal(ctx, plat)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A gateway build imports caches only for the solves that ask:
+	// SolveOpt.CacheImports reaches the daemon as a frontend attribute that
+	// frontends must pass on themselves (as dockerui does), so without this
+	// --cache-from is ignored.
+	r, err := gc.Solve(ctx, gateway.SolveRequest{Definition: def.ToPB(), Evaluate: true, CacheImports: cacheImports})
+	if err != nil {
+		return nil, nil, err
+	}
+	ref, err := r.SingleRef()
+	if err != nil {
+		return nil, nil, err
+	}
+	// The base's config gives the history its first entries; the daemon
+	// already resolved it for the graph, so this is a cache hit, not another
+	// registry round trip.
+	p := platforms.Normalize(platforms.MustParse(spec.Platform))
+	_, _, baseCfg, err := gc.ResolveImageConfig(ctx, spec.Lock.Base.Pinned(), sourceresolver.Opt{
+		ImageOpt: &sourceresolver.ResolveImageOpt{Platform: &p},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("resolving the base image config: %w", err)
+	}
+	cfg, err := ConfigJSON(spec, devboxVersion, baseCfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ref, cfg, nil
+}
+
+// newDisplay returns the progress display for mode (auto when empty),
+// writing to out (nowhere when nil).
+func newDisplay(mode string, out io.Writer) (progressui.Display, error) {
 	if out == nil {
 		out = io.Discard
 	}
-	mode := progressui.DisplayMode(o.Progress)
-	if mode == "" {
-		mode = progressui.AutoMode
+	m := progressui.DisplayMode(mode)
+	if m == "" {
+		m = progressui.AutoMode
 	}
-	display, err := progressui.NewDisplay(out, mode)
+	d, err := progressui.NewDisplay(out, m)
 	if err != nil {
-		return nil, fmt.Errorf("--progress %s: %w", o.Progress, err)
+		return progressui.Display{}, fmt.Errorf("--progress %s: %w", mode, err)
 	}
+	return d, nil
+}
 
-	res := &Result{stepNames: map[string]bool{}}
-	for _, spec := range o.Specs {
-		steps, err := Steps(spec)
-		if err != nil {
-			return nil, err
-		}
-		for _, st := range steps {
-			if st.Kind != FetchStep {
-				res.stepNames[VertexPrefix+st.Name] = true
-			}
-		}
-	}
+// solve runs the build, tees its status stream into rec and the display,
+// and feeds the Docker load when there is one, all under one errgroup. A
+// failed devbox step comes back as a *StepError.
+func solve(ctx context.Context, c *client.Client, opt client.SolveOpt, build gateway.BuildFunc,
+	display progressui.Display, rec *recorder, load *dockerLoad) (*client.SolveResponse, error) {
 	statusCh := make(chan *client.SolveStatus)
 	displayCh := make(chan *client.SolveStatus)
-	var vmu sync.Mutex
-	logs := map[string][]byte{}
-	names := map[string]string{}
-	failed := ""
-	start := time.Now()
 	eg, ectx := errgroup.WithContext(ctx)
 	var resp *client.SolveResponse
 	eg.Go(func() error {
 		var err error
-		resp, err = c.Build(ectx, solveOpt, "devbox", buildFunc, statusCh)
+		resp, err = c.Build(ectx, opt, "devbox", build, statusCh)
 		return err
 	})
 	eg.Go(func() error {
 		// Tee the status stream: the display, and the vertex record tests
 		// and `devbox build` use to say what was cached.
 		defer close(displayCh)
-		seen := map[string]int{}
 		for s := range statusCh {
-			vmu.Lock()
-			for _, l := range s.Logs {
-				d := l.Vertex.String()
-				logs[d] = append(logs[d], l.Data...)
-				if n := len(logs[d]); n > 8<<10 {
-					logs[d] = logs[d][n-8<<10:]
-				}
-			}
-			for _, v := range s.Vertexes {
-				if v.Error != "" && failed == "" {
-					failed = v.Digest.String()
-					names[failed] = v.Name
-				}
-			}
-			for _, v := range s.Vertexes {
-				if v.Completed == nil {
-					continue
-				}
-				d := v.Digest.String()
-				vx := Vertex{Name: v.Name, Cached: v.Cached}
-				if v.Started != nil {
-					vx.Duration = v.Completed.Sub(*v.Started)
-				}
-				if i, ok := seen[d]; ok {
-					res.Vertices[i] = vx
-				} else {
-					seen[d] = len(res.Vertices)
-					res.Vertices = append(res.Vertices, vx)
-				}
-			}
-			vmu.Unlock()
+			rec.record(s)
 			displayCh <- s
 		}
 		return nil
@@ -415,32 +486,99 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 		_, err := display.UpdateFrom(context.WithoutCancel(ectx), displayCh)
 		return err
 	})
-	if loadPipe != nil {
-		eg.Go(func() error {
-			msg, err := o.LoadFunc(ectx, loadPipe)
-			// Unblock the exporter if the engine stopped reading early.
-			loadPipe.CloseWithError(err)
-			res.Loaded = msg
-			return err
-		})
+	if load != nil {
+		eg.Go(func() error { return load.run(ectx) })
 	}
 	if err := eg.Wait(); err != nil {
-		vmu.Lock()
-		defer vmu.Unlock()
-		if failed != "" && strings.HasPrefix(names[failed], VertexPrefix) {
-			return nil, &StepError{Step: strings.TrimPrefix(names[failed], VertexPrefix), Output: lastLines(string(logs[failed]), 10), Err: err}
+		return nil, rec.stepError(err)
+	}
+	return resp, nil
+}
+
+// recorder keeps what the status stream said: each vertex once, in the
+// order it completed, the tail of each vertex's log, and the first vertex
+// that failed.
+type recorder struct {
+	mu        sync.Mutex
+	stepNames map[string]bool
+	vertices  []Vertex
+	seen      map[string]int
+	logs      map[string][]byte
+	// failed is the digest of the first vertex that failed, failedName its
+	// name.
+	failed, failedName string
+}
+
+// newRecorder returns a recorder that knows the names of the specs' run
+// and copy steps, the ones Result.Steps reports.
+func newRecorder(specs []Spec) (*recorder, error) {
+	r := &recorder{stepNames: map[string]bool{}, seen: map[string]int{}, logs: map[string][]byte{}}
+	for _, spec := range specs {
+		steps, err := Steps(spec)
+		if err != nil {
+			return nil, err
 		}
-		return nil, err
+		for _, st := range steps {
+			if st.Kind != FetchStep {
+				r.stepNames[VertexPrefix+st.Name] = true
+			}
+		}
 	}
-	res.Elapsed = time.Since(start)
-	res.Digest = resp.ExporterResponse[exptypes.ExporterImageDigestKey]
-	if res.Digest == "" {
-		return nil, errors.New("BuildKit returned no image digest")
+	return r, nil
+}
+
+// logTail is how much of each vertex's output is kept for a StepError.
+const logTail = 8 << 10
+
+func (r *recorder) record(s *client.SolveStatus) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range s.Logs {
+		d := l.Vertex.String()
+		r.logs[d] = append(r.logs[d], l.Data...)
+		if n := len(r.logs[d]); n > logTail {
+			r.logs[d] = r.logs[d][n-logTail:]
+		}
 	}
-	for _, ref := range o.Push {
-		res.Pushed = append(res.Pushed, repository(ref)+"@"+res.Digest)
+	for _, v := range s.Vertexes {
+		if v.Error != "" && r.failed == "" {
+			r.failed, r.failedName = v.Digest.String(), v.Name
+		}
 	}
-	return res, nil
+	for _, v := range s.Vertexes {
+		if v.Completed == nil {
+			continue
+		}
+		d := v.Digest.String()
+		vx := Vertex{Name: v.Name, Cached: v.Cached}
+		if v.Started != nil {
+			vx.Duration = v.Completed.Sub(*v.Started)
+		}
+		if i, ok := r.seen[d]; ok {
+			r.vertices[i] = vx
+		} else {
+			r.seen[d] = len(r.vertices)
+			r.vertices = append(r.vertices, vx)
+		}
+	}
+}
+
+// stepError wraps err in a StepError when the first vertex that failed is
+// one of devbox's steps.
+func (r *recorder) stepError(err error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failed != "" && strings.HasPrefix(r.failedName, VertexPrefix) {
+		return &StepError{Step: strings.TrimPrefix(r.failedName, VertexPrefix), Output: lastLines(string(r.logs[r.failed]), 10), Err: err}
+	}
+	return err
+}
+
+// result returns a Result holding the recorded vertices.
+func (r *recorder) result() *Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return &Result{Vertices: slices.Clone(r.vertices), stepNames: r.stepNames}
 }
 
 // StepError is a failed devbox build step: its name and the end of its
