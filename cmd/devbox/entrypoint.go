@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -16,6 +14,7 @@ import (
 	"github.com/devbox-dev/devbox/firewall"
 	"github.com/devbox-dev/devbox/firewall/fwpolicy"
 	"github.com/devbox-dev/devbox/internal/entrypoint"
+	"github.com/devbox-dev/devbox/internal/fence"
 	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
@@ -84,22 +83,22 @@ func runEntrypoint(c *cli.Context) error {
 	if err != nil {
 		self = layout.BinaryPath
 	}
-	fence := &firewallFence{
-		cfg:     cfg,
-		loadErr: perr,
-		daemon:  []string{self, "firewall", "dns"},
-		targets: firewall.Targets{
+	fc := fence.New(fence.Options{
+		Config:  cfg,
+		LoadErr: perr,
+		Self:    self,
+		Verify: &firewall.Targets{
 			Allowed: splitList(c.StringSlice("verify-allowed")),
 			Denied:  splitList(c.StringSlice("verify-denied")),
 			Refused: append([]string{verifyRefusedName}, splitList(c.StringSlice("verify-refused"))...),
 		},
-		warn: stderr,
-	}
+		Warn: stderr,
+	})
 	startID := entrypoint.StartID()
 	switch st, ok := entrypoint.FencedThisStart(statusPath, startID); {
 	case len(argv) == 0:
 		if _, err := entrypoint.Run(c.Context, entrypoint.Options{
-			Fence:      fence,
+			Fence:      fc,
 			StatusPath: statusPath,
 			Policy:     policyPath,
 			User:       userName,
@@ -181,50 +180,4 @@ func splitList(vs []string) []string {
 		}
 	}
 	return out
-}
-
-// firewallFence drives the firewall package for the entrypoint.
-type firewallFence struct {
-	cfg     firewall.Config
-	loadErr error // the policy did not load: Apply reports it, deny-all follows
-	daemon  []string
-	targets firewall.Targets
-	warn    io.Writer
-}
-
-var _ entrypoint.Fence = (*firewallFence)(nil)
-
-func (f *firewallFence) Apply(ctx context.Context) (string, error) {
-	if f.loadErr != nil {
-		return "", fmt.Errorf("policy: %w", f.loadErr)
-	}
-	res, err := firewall.Apply(ctx, f.cfg)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%d allowed, %d denied destinations, %d static set entries", len(f.cfg.Allow), len(f.cfg.Deny), res.StaticEntries), nil
-}
-
-func (f *firewallFence) StartDNS(ctx context.Context) error {
-	// StartDNS stops the earlier filter only if the pidfile still names it
-	// (pid and start time), so a pidfile left by the previous start of the
-	// container never gets a process of this start killed.
-	if _, err := firewall.StartDNS(ctx, f.cfg, firewall.DaemonOptions{Command: f.daemon}); err != nil {
-		return err
-	}
-	// Pre-resolving the exact names is a convenience; a name that does not
-	// resolve yet is a warning, never a reason to fail.
-	for _, w := range firewall.Warm(ctx, f.cfg) {
-		fmt.Fprintf(f.warn, "devbox: warning: %s\n", w)
-	}
-	return nil
-}
-
-func (f *firewallFence) Verify(ctx context.Context) error {
-	_, err := firewall.Verify(ctx, f.cfg, f.targets)
-	return err
-}
-
-func (f *firewallFence) DenyAll(ctx context.Context) error {
-	return firewall.DenyAll(ctx, f.cfg)
 }

@@ -4,14 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/devbox-dev/devbox/firewall"
 	"github.com/devbox-dev/devbox/firewall/fwpolicy"
+	"github.com/devbox-dev/devbox/internal/fence"
 	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
@@ -57,36 +58,17 @@ var firewallApplyCommand = &cli.Command{
 		&cli.BoolFlag{Name: "no-dns", Usage: "load rules and sets only; do not start the DNS filter"},
 	}, firewallConfigFlags...),
 	Action: func(c *cli.Context) error {
+		// No policy, no egress: a config that does not load fails the
+		// first step, which leaves the namespace denying everything.
 		cfg, err := loadFirewallConfig(c)
-		if err != nil {
-			// No policy, no egress: leave the namespace denying everything.
-			if derr := firewall.DenyAll(c.Context, firewall.Config{}); derr != nil {
-				return fmt.Errorf("%w; deny-all failed too: %v", err, derr)
+		f := fence.New(fence.Options{Config: cfg, LoadErr: err, NoDNS: c.Bool("no-dns"), Warn: c.App.ErrWriter})
+		return f.Install(c.Context, func(step, summary string, took time.Duration) {
+			if step == "apply" {
+				fmt.Fprintf(c.App.Writer, "devbox: fence loaded in %v: %s\n", took.Round(100_000), summary)
+			} else if summary != "" {
+				fmt.Fprintf(c.App.Writer, "devbox: %s\n", summary)
 			}
-			return fmt.Errorf("%w (egress is denied)", err)
-		}
-		res, err := firewall.Apply(c.Context, cfg)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(c.App.Writer, "devbox: fence loaded in %v: %d allowed, %d denied destinations, %d static set entries\n",
-			res.Took.Round(100_000), len(cfg.Allow), len(cfg.Deny), res.StaticEntries)
-		if c.Bool("no-dns") {
-			return nil
-		}
-		self, err := os.Executable()
-		if err != nil {
-			self = layout.BinaryPath
-		}
-		pid, err := firewall.StartDNS(c.Context, cfg, firewall.DaemonOptions{Command: []string{self, "firewall", "dns"}})
-		if err != nil {
-			return fmt.Errorf("%w (egress stays denied: no name resolves without the filter)", err)
-		}
-		fmt.Fprintf(c.App.Writer, "devbox: DNS filter running, pid %d\n", pid)
-		for _, w := range firewall.Warm(c.Context, cfg) {
-			fmt.Fprintf(c.App.ErrWriter, "devbox: warning: %s\n", w)
-		}
-		return nil
+		})
 	},
 }
 

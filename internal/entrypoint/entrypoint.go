@@ -19,23 +19,17 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/devbox-dev/devbox/internal/fence"
 )
 
-// Fence is the firewall engine as the entrypoint drives it. Each method is
-// one step; the engine's own guarantee is that a failed Apply leaves
-// deny-all, and the entrypoint adds DenyAll after any later failure.
+// Fence is the fence as the entrypoint installs it (*fence.Fence): its
+// steps in order, and the deny-all the entrypoint falls back to after any
+// failure. Every step must succeed when run again on a container that is
+// already fenced (the entrypoint is re-run by hand, or the container
+// restarts).
 type Fence interface {
-	// Apply loads the policy's rules and sets. It returns a one-line
-	// summary of what it loaded ("3 names, 2 prefixes, IPv6 on").
-	Apply(ctx context.Context) (string, error)
-	// StartDNS starts the DNS filter under its own identity and returns
-	// once it answers. It must succeed when the filter is already running
-	// (the entrypoint is re-run by hand, or the container restarts).
-	StartDNS(ctx context.Context) error
-	// Verify proves the fence from inside: structural checks plus whatever
-	// probe targets the policy or flags name.
-	Verify(ctx context.Context) error
-	// DenyAll replaces whatever is loaded with deny-all.
+	Steps() []fence.Step
 	DenyAll(ctx context.Context) error
 }
 
@@ -84,25 +78,20 @@ func Run(ctx context.Context, o Options) (Status, error) {
 		return st, fail(ctx, o, &st, ms, fmt.Errorf("record status: %w", err))
 	}
 
-	var summary string
-	steps := []struct {
-		name string
-		run  func(context.Context) error
-	}{
-		{"apply", func(ctx context.Context) (err error) { summary, err = o.Fence.Apply(ctx); return err }},
-		{"dns", o.Fence.StartDNS},
-		{"verify", o.Fence.Verify},
-	}
-	for _, s := range steps {
+	var summaries []string
+	for _, s := range o.Fence.Steps() {
 		t0 := o.Now()
-		err := s.run(ctx)
-		step := Step{Name: s.name, ElapsedMS: ms(o.Now().Sub(t0))}
+		summary, err := s.Run(ctx)
+		step := Step{Name: s.Name, ElapsedMS: ms(o.Now().Sub(t0))}
 		if err != nil {
 			step.Error = err.Error()
 		}
 		st.Steps = append(st.Steps, step)
 		if err != nil {
-			return st, fail(ctx, o, &st, ms, fmt.Errorf("%s: %w", s.name, err))
+			return st, fail(ctx, o, &st, ms, fmt.Errorf("%s: %w", s.Name, err))
+		}
+		if summary != "" {
+			summaries = append(summaries, summary)
 		}
 	}
 	st.State = Fenced
@@ -112,8 +101,8 @@ func Run(ctx context.Context, o Options) (Status, error) {
 		return st, fail(ctx, o, &st, ms, fmt.Errorf("record status: %w", err))
 	}
 	line := fmt.Sprintf("devbox: fenced and verified in %.1f ms (%s)", st.ElapsedMS, stepTimes(st.Steps))
-	if summary != "" {
-		line += "; " + summary
+	if len(summaries) > 0 {
+		line += "; " + strings.Join(summaries, "; ")
 	}
 	fmt.Fprintln(o.Stdout, line)
 	return st, nil

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/devbox-dev/devbox/internal/fence"
 )
 
 // fakeFence records the calls the sequence makes and fails where told.
@@ -24,12 +26,14 @@ func (f *fakeFence) step(name string) error {
 	return nil
 }
 
-func (f *fakeFence) Apply(context.Context) (string, error) {
-	return "2 names", f.step("apply")
+func (f *fakeFence) Steps() []fence.Step {
+	return []fence.Step{
+		{Name: "apply", Run: func(context.Context) (string, error) { return "2 names", f.step("apply") }},
+		{Name: "dns", Run: func(context.Context) (string, error) { return "", f.step("dns") }},
+		{Name: "verify", Run: func(context.Context) (string, error) { return "", f.step("verify") }},
+	}
 }
-func (f *fakeFence) StartDNS(context.Context) error { return f.step("dns") }
-func (f *fakeFence) Verify(context.Context) error   { return f.step("verify") }
-func (f *fakeFence) DenyAll(context.Context) error  { return f.step("denyall") }
+func (f *fakeFence) DenyAll(context.Context) error { return f.step("denyall") }
 
 func TestRun(t *testing.T) {
 	for _, tc := range []struct {
