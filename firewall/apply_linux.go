@@ -134,8 +134,17 @@ func denyAllRules(cfg Config) []Ruleset {
 			"-A "+ChainOutput+" -j REJECT",
 		)
 		for i := range rs.tables {
-			if rs.tables[i].name == "filter" { // the nat table keeps the DNS redirect
+			switch rs.tables[i].name {
+			case "filter":
 				rs.tables[i].rules = r
+			case "nat": // keeps the DNS redirect, loses the gate's
+				var kept []string
+				for _, l := range rs.tables[i].rules {
+					if !strings.HasPrefix(l, "-A "+ChainGate+" ") {
+						kept = append(kept, l)
+					}
+				}
+				rs.tables[i].rules = kept
 			}
 		}
 		out = append(out, rs)

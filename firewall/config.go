@@ -29,6 +29,9 @@ const (
 	// stays in the allowed sets.
 	DefaultMinTTL = 60 * time.Second
 	DefaultMaxTTL = time.Hour
+	// DefaultGatePort is where the name gate listens (127.0.0.1 and ::1);
+	// TCP to name-derived addresses is redirected there.
+	DefaultGatePort = 53443
 	// DefaultStateDir holds the daemon's config copy and pidfile.
 	DefaultStateDir = layout.RunDir
 	// DefaultResolvConf is read for upstream resolvers when none are given.
@@ -82,6 +85,17 @@ type Config struct {
 	// (replacing the previous copy) and emptied. Default 10 MiB.
 	LogMaxBytes int64 `json:"logMaxBytes,omitempty"`
 
+	// Gate puts the name-bound gate in front of every address that entered
+	// the sets through a name: TCP to one from any uid but the gate's is
+	// redirected to the gate (GatePort), which passes it only when its TLS
+	// SNI or HTTP Host is allowed and resolved to that address; UDP to one
+	// is rejected unless QUIC is set. Static prefixes keep the direct path.
+	// fwpolicy always sets it; off, names open their addresses as before.
+	Gate     bool   `json:"gate,omitempty"`
+	GatePort uint16 `json:"gatePort,omitempty"`
+	// QUIC lets UDP through to name-derived addresses, unchecked by the gate.
+	QUIC bool `json:"quic,omitempty"`
+
 	// NoCache turns the filter's answer cache off (for benchmarks and
 	// debugging: every query then goes upstream).
 	NoCache bool `json:"noCache,omitempty"`
@@ -98,6 +112,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Mark == 0 {
 		c.Mark = DefaultMark
+	}
+	if c.GatePort == 0 {
+		c.GatePort = DefaultGatePort
 	}
 	if c.LogGroup == 0 {
 		c.LogGroup = DefaultLogGroup

@@ -78,6 +78,18 @@ func StartDNS(ctx context.Context, cfg Config, opts DaemonOptions) (int, error) 
 	if err := handOver(filepath.Join(cfg.StateDir, HitsFile), opts); err != nil {
 		return 0, err
 	}
+	if cfg.Gate {
+		// The filter's own directory, for the socket the gate asks.
+		dir := filepath.Join(cfg.StateDir, bindDirName)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return 0, fmt.Errorf("firewall: %w", err)
+		}
+		if opts.UID >= 0 {
+			if err := os.Chown(dir, opts.UID, opts.GID); err != nil {
+				return 0, fmt.Errorf("firewall: %w", err)
+			}
+		}
+	}
 	if cfg.Log && cfg.LogFile != "" {
 		// The daemon appends to the log as its own user; root creates it.
 		if err := os.MkdirAll(filepath.Dir(cfg.LogFile), 0o755); err != nil {

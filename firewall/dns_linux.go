@@ -42,6 +42,8 @@ type filter struct {
 	// fresh remembers until when each inserted entry is known to stay in
 	// its set, so a hot name does not cost a netlink write per query.
 	fresh sync.Map // freshKey → time.Time
+	// bound is which names resolved to which address, for the name gate.
+	bound bindings
 
 	// errw is where errors go: stderr, bounded when it is a file (dns.err).
 	errw io.Writer
@@ -328,7 +330,7 @@ func (f *filter) cached(q dns.Question, r *dns.Msg, v Verdict, tcp bool) *dns.Ms
 		}
 		if addr.IsValid() {
 			ttl := min(max(time.Duration(h.Ttl)*time.Second, f.cfg.MinTTL), f.cfg.MaxTTL)
-			if err := f.insert(addr, v, ttl); err != nil {
+			if err := f.insert(strings.TrimSuffix(strings.ToLower(q.Name), "."), addr, v, ttl); err != nil {
 				return nil // fall back to a full lookup, which fails closed
 			}
 		}
@@ -479,7 +481,7 @@ func (f *filter) filterAnswer(q dns.Question, resp *dns.Msg, v Verdict) string {
 			}
 			ttl := time.Duration(h.Ttl) * time.Second
 			ttl = min(max(ttl, f.cfg.MinTTL), f.cfg.MaxTTL)
-			if err := f.insert(addr, v, ttl); err != nil {
+			if err := f.insert(name, addr, v, ttl); err != nil {
 				fmt.Fprintf(f.errw, "devbox dns: %s: %v\n", name, err)
 				return "dns-set-error" // fail closed: no address the rules do not allow
 			}
@@ -506,8 +508,11 @@ type freshKey struct {
 	e   entry
 }
 
-func (f *filter) insert(a netip.Addr, v Verdict, ttl time.Duration) error {
+func (f *filter) insert(name string, a netip.Addr, v Verdict, ttl time.Duration) error {
 	a = a.Unmap()
+	// The binding first: once the set entry exists, the gate may see a
+	// connection to it. It expires with the set entry (2×TTL, see below).
+	f.bound.add(a, name, time.Now().Add(2*ttl))
 	fam := familyOf(a)
 	p := netip.PrefixFrom(a, a.BitLen())
 	type member struct {
@@ -524,11 +529,11 @@ func (f *filter) insert(a netip.Addr, v Verdict, ttl time.Duration) error {
 		}
 	}
 	if v.AnyPort {
-		ms = append(ms, member{SetName(SetAllow, fam), entry{prefix: p}})
+		ms = append(ms, member{SetName(SetNamed, fam), entry{prefix: p}})
 	}
 	for _, port := range v.Ports {
 		for _, e := range portEntries(p, port) {
-			ms = append(ms, member{SetName(SetAllowPort, fam), e})
+			ms = append(ms, member{SetName(SetNamedPort, fam), e})
 		}
 	}
 	now := time.Now()
@@ -634,13 +639,33 @@ func RunDNS(ctx context.Context, cfg Config) error {
 		pcs = append(pcs, pc.(*net.UDPConn))
 		servers = append(servers, &dns.Server{Listener: l, Handler: f})
 	}
-	errc := make(chan error, len(servers)+len(pcs)+1)
+	errc := make(chan error, len(servers)+len(pcs)+2)
 	for _, srv := range servers {
 		go func() { errc <- srv.ActivateAndServe() }()
 	}
 	for _, pc := range pcs {
 		defer pc.Close()
 		go func() { errc <- f.serveUDP(pc) }()
+	}
+	if cfg.Gate {
+		bl, err := listenBindings(cfg)
+		if err != nil {
+			return fmt.Errorf("firewall dns: %w", err)
+		}
+		defer bl.Close()
+		go func() { errc <- f.serveBindings(bl) }()
+		go func() {
+			t := time.NewTicker(time.Minute)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case now := <-t.C:
+					f.bound.sweep(now)
+				}
+			}
+		}()
 	}
 	if cfg.Log {
 		nl, err := openNFLOG(cfg.LogGroup)

@@ -117,7 +117,7 @@ func newWorld(t *testing.T, cfg Config) *fence {
 	cfg.Log = true
 	cfg.LogFile = filepath.Join(dir, "firewall.jsonl")
 	f.cfg = cfg
-	t.Cleanup(func() { StopDNS(f.cfg) })
+	t.Cleanup(func() { StopDNS(f.cfg); StopGate(f.cfg) })
 	return f
 }
 
@@ -597,7 +597,7 @@ func TestFence_AnswerToMetadataOrLoopbackDropped(t *testing.T) {
 			t.Errorf("loop.test %s: %s %v, want no address", qt, rc, ans)
 		}
 	}
-	out, _ := f.clientRun("ipset", "list", SetName(SetAllow, IPv4))
+	out, _ := f.clientRun("ipset", "list", SetName(SetNamed, IPv4))
 	if strings.Contains(out, "169.254.169.254") || strings.Contains(out, "127.0.0.1") {
 		t.Errorf("dropped address in the set:\n%s", out)
 	}
@@ -819,7 +819,7 @@ func TestFence_LogAndStatusMatchWhatHappened(t *testing.T) {
 	if last.Rule != "-j "+ChainBlocked || last.Packets != 4 {
 		t.Errorf("last ipv4 rule %+v, want -j %s with 4 packets", last, ChainBlocked)
 	}
-	if st.Sets[SetName(SetAllowPort, IPv4)] != 2 || st.Sets[SetName(SetAllowPort, IPv6)] != 2 { // tcp+udp :443
+	if st.Sets[SetName(SetNamedPort, IPv4)] != 2 || st.Sets[SetName(SetNamedPort, IPv6)] != 2 { // tcp+udp :443
 		t.Errorf("set sizes %v", st.Sets)
 	}
 	if h := st.Daemon.Health; h == nil || h.Refused != 2 || h.Blocked != 4 {

@@ -20,3 +20,11 @@ func DaemonPID(Config) (int, bool)                                 { return 0, f
 func Warm(context.Context, Config) []string                        { return []string{errUnsupported.Error()} }
 func ReadStatus(context.Context, Config) (Status, error)           { return Status{}, errUnsupported }
 func QueryHealth(context.Context, string) (Health, error)          { return Health{}, errUnsupported }
+
+func RunGate(context.Context, Config) error                         { return errUnsupported }
+func StartGate(context.Context, Config, DaemonOptions) (int, error) { return 0, errUnsupported }
+func StopGate(Config) error                                         { return errUnsupported }
+func GatePID(Config) (int, bool)                                    { return 0, false }
+func QueryGateHealth(context.Context, string) (GateHealth, error) {
+	return GateHealth{}, errUnsupported
+}

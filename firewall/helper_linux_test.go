@@ -32,6 +32,8 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	case "dns":
 		os.Exit(helperDNS())
+	case "gate":
+		os.Exit(helperGate())
 	case "apply":
 		os.Exit(helperApply())
 	case "probe":
@@ -79,9 +81,25 @@ func helperDNS() int {
 	return 0
 }
 
+func helperGate() int {
+	cfg, err := LoadConfig(argAfter("--config"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := RunGate(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
 type applyOut struct {
 	Took     time.Duration
 	PID      int
+	GatePID  int
 	Warnings []string
 	Static   int
 }
@@ -109,7 +127,12 @@ func helperApply() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	out := applyOut{Took: res.Took, PID: pid, Static: res.StaticEntries, Warnings: Warm(ctx, cfg)}
+	gpid, err := StartGate(ctx, cfg, DaemonOptions{Command: []string{self}, Env: []string{helperEnv + "=gate"}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	out := applyOut{Took: res.Took, PID: pid, GatePID: gpid, Static: res.StaticEntries, Warnings: Warm(ctx, cfg)}
 	json.NewEncoder(os.Stdout).Encode(out)
 	return 0
 }

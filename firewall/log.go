@@ -25,11 +25,16 @@ type Event struct {
 	// name that recently resolved to Dst, when the filter knows one.
 	Name  string `json:"name,omitempty"`
 	QType string `json:"qtype,omitempty"`
-	// Reason: "not-allowed", "denied" (packets); "dns-not-allowed",
-	// "dns-denied", "dns-invalid-name" (refused queries); "answer-loopback",
-	// "answer-metadata", "answer-link-local", … (addresses dropped from an
-	// allowed name's answer).
+	// Reason: "not-allowed", "denied", "udp-gated" (packets);
+	// "dns-not-allowed", "dns-denied", "dns-invalid-name" (refused
+	// queries); "answer-loopback", "answer-metadata", "answer-link-local",
+	// … (addresses dropped from an allowed name's answer); and for
+	// connections the name gate refused (Proto "tls", "http" or "tcp"):
+	// "not-allowed", "sni-mismatch", "host-mismatch", "no-sni", "ech",
+	// "no-name".
 	Reason string `json:"reason"`
+	// UID is the uid of the process whose connection the gate refused.
+	UID *int `json:"uid,omitempty"`
 }
 
 // eventLog appends events as JSON lines.
@@ -160,6 +165,9 @@ func (e Event) String() string {
 	}
 	if e.QType != "" {
 		s += " " + e.QType
+	}
+	if e.UID != nil {
+		s += fmt.Sprintf(" uid %d", *e.UID)
 	}
 	return s
 }

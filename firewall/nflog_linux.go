@@ -149,6 +149,8 @@ func packetEvent(prefix string, p []byte) (Event, bool) {
 		e.Reason = "denied"
 	case prefixNotAllowed:
 		e.Reason = "not-allowed"
+	case prefixUDPGated:
+		e.Reason = "udp-gated"
 	default:
 		return e, false
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/devbox-dev/devbox/internal/layout"
 )
 
 // Chains and sets devbox owns. Nothing outside these names is ever flushed
@@ -17,10 +19,15 @@ const (
 	ChainBlocked = "DEVBOX-BLOCKED"
 	ChainReject  = "DEVBOX-REJECT"
 	ChainDNS     = "DEVBOX-DNS"
+	// ChainGate (nat) redirects TCP to name-derived addresses into the
+	// name gate; ChainUDPGated (filter) logs and rejects UDP to them.
+	ChainGate     = "DEVBOX-GATE"
+	ChainUDPGated = "DEVBOX-UDP-GATED"
 
 	// Log prefixes carried by NFLOG; the reader maps them to reasons.
 	prefixDenied     = "devbox:denied"
 	prefixNotAllowed = "devbox:not-allowed"
+	prefixUDPGated   = "devbox:udp-gated"
 )
 
 func familyOf(a netip.Addr) Family {
@@ -43,22 +50,27 @@ var Families = []Family{IPv4, IPv6}
 
 func (f Family) String() string { return fmt.Sprintf("ipv%d", int(f)) }
 
-// Set kinds. Their kernel names are SetName(kind, family).
+// Set kinds. Their kernel names are SetName(kind, family). The allow sets
+// come in two pairs: the policy's static prefixes, and the addresses the
+// DNS filter learnt from an allowed name's answer (with timeouts). Only
+// the second pair is behind the name gate.
 const (
-	SetAllow     = "allow"    // hash:net, with timeouts: any port
-	SetAllowPort = "port"     // hash:net,port, with timeouts
+	SetAllow     = "allow"    // hash:net: static prefixes, any port
+	SetAllowPort = "port"     // hash:net,port: static prefixes with a port
+	SetNamed     = "name"     // hash:net, with timeouts: a name's addresses, any port
+	SetNamedPort = "nameport" // hash:net,port, with timeouts
 	SetDeny      = "deny"     // hash:net: never reachable
 	SetDenyPort  = "denyport" // hash:net,port
 )
 
 // SetKinds lists every set kind.
-var SetKinds = []string{SetAllow, SetAllowPort, SetDeny, SetDenyPort}
+var SetKinds = []string{SetAllow, SetAllowPort, SetNamed, SetNamedPort, SetDeny, SetDenyPort}
 
 // SetName is the kernel name of one set ("devbox-allow4").
 func SetName(kind string, f Family) string { return fmt.Sprintf("devbox-%s%d", kind, int(f)) }
 
 func setType(kind string) string {
-	if kind == SetAllowPort || kind == SetDenyPort {
+	if kind == SetAllowPort || kind == SetNamedPort || kind == SetDenyPort {
 		return "hash:net,port"
 	}
 	return "hash:net"
@@ -118,7 +130,7 @@ func rules(cfg Config, f Family) Ruleset {
 	filter := table{
 		name:   "filter",
 		policy: []string{":INPUT DROP [0:0]", ":FORWARD DROP [0:0]", ":OUTPUT DROP [0:0]"},
-		chains: []string{ChainInput, ChainOutput, ChainDenied, ChainBlocked, ChainReject},
+		chains: []string{ChainInput, ChainOutput, ChainDenied, ChainBlocked, ChainUDPGated, ChainReject},
 	}
 	add := func(chain string, specs ...string) {
 		for _, s := range specs {
@@ -172,9 +184,27 @@ func rules(cfg Config, f Family) Ruleset {
 		"-p udp -m set --match-set "+set(SetAllow)+" dst -j ACCEPT",
 		"-p tcp -m set --match-set "+set(SetAllowPort)+" dst,dst -j ACCEPT",
 		"-p udp -m set --match-set "+set(SetAllowPort)+" dst,dst -j ACCEPT",
-		"-j "+ChainBlocked,
 	)
-	for _, c := range []struct{ chain, prefix string }{{ChainDenied, prefixDenied}, {ChainBlocked, prefixNotAllowed}} {
+	named := []string{"-m set --match-set " + set(SetNamed) + " dst", "-m set --match-set " + set(SetNamedPort) + " dst,dst"}
+	for _, m := range named {
+		if !cfg.Gate {
+			add(ChainOutput, "-p tcp "+m+" -j ACCEPT", "-p udp "+m+" -j ACCEPT")
+			continue
+		}
+		// Behind the gate, TCP to a name's address reaches this chain
+		// unredirected only from the gate itself (the nat table sent
+		// everyone else's to the gate's port on loopback, accepted above).
+		add(ChainOutput, fmt.Sprintf("-p tcp %s -m owner --uid-owner %d -j ACCEPT", m, layout.GateUID))
+		if cfg.QUIC {
+			add(ChainOutput, "-p udp "+m+" -j ACCEPT")
+		} else {
+			// QUIC would carry its name where the gate cannot see it:
+			// closed, so clients fall back to TCP.
+			add(ChainOutput, "-p udp "+m+" -j "+ChainUDPGated)
+		}
+	}
+	add(ChainOutput, "-j "+ChainBlocked)
+	for _, c := range []struct{ chain, prefix string }{{ChainDenied, prefixDenied}, {ChainBlocked, prefixNotAllowed}, {ChainUDPGated, prefixUDPGated}} {
 		if cfg.Log {
 			// Rate-limited so a busy loop of blocked connects cannot flood
 			// the log reader.
@@ -185,7 +215,7 @@ func rules(cfg Config, f Family) Ruleset {
 	// Fast failure: a reset or an ICMP error, not a silent timeout.
 	add(ChainReject, "-p tcp -j REJECT --reject-with tcp-reset", "-j REJECT --reject-with "+reject)
 
-	nat := table{name: "nat", chains: []string{ChainDNS}}
+	nat := table{name: "nat", chains: []string{ChainDNS, ChainGate}}
 	nat.rules = []string{
 		// The filter's own queries skip the redirect, so they reach the real
 		// upstream, Docker's 127.0.0.11 (DNATed by Docker's own rules after
@@ -199,12 +229,32 @@ func rules(cfg Config, f Family) Ruleset {
 		fmt.Sprintf("-A %s -p udp -m udp --dport 53 -j REDIRECT --to-ports %d", ChainDNS, cfg.DNSPort),
 		fmt.Sprintf("-A %s -p tcp -m tcp --dport 53 -j REDIRECT --to-ports %d", ChainDNS, cfg.DNSPort),
 	)
+	// The gate's chain exists (empty) even with the gate off, so that an
+	// apply that turns the gate off also removes its redirects.
+	if cfg.Gate {
+		g := func(spec string) { nat.rules = append(nat.rules, "-A "+ChainGate+" "+spec) }
+		g(fmt.Sprintf("-m owner --uid-owner %d -j RETURN", layout.GateUID))
+		// The filter's marked queries, and DNS (DEVBOX-DNS has it).
+		g("-m mark --mark " + mark + " -j RETURN")
+		g("-p tcp -m tcp --dport 53 -j RETURN")
+		// Denied destinations stay on the direct path, where the filter
+		// table rejects and logs them; static entries keep theirs too: an
+		// address the policy allows outright needs no name.
+		g("-m set --match-set " + set(SetDeny) + " dst -j RETURN")
+		g("-p tcp -m set --match-set " + set(SetDenyPort) + " dst,dst -j RETURN")
+		g("-p tcp -m set --match-set " + set(SetAllow) + " dst -j RETURN")
+		g("-p tcp -m set --match-set " + set(SetAllowPort) + " dst,dst -j RETURN")
+		for _, m := range named {
+			g(fmt.Sprintf("-p tcp %s -j REDIRECT --to-ports %d", m, cfg.GatePort))
+		}
+	}
 	return Ruleset{
 		Family: f,
 		Jumps: []Jump{
 			{"filter", "INPUT", ChainInput},
 			{"filter", "OUTPUT", ChainOutput},
 			{"nat", "OUTPUT", ChainDNS},
+			{"nat", "OUTPUT", ChainGate},
 		},
 		tables: []table{filter, nat},
 	}

@@ -71,6 +71,7 @@ func ReadStatus(ctx context.Context, cfg Config) (Status, error) {
 	} else {
 		st.Daemon.Health = &h
 	}
+	st.Gate = readGateStatus(ctx, cfg)
 	return st, nil
 }
 

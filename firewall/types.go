@@ -49,6 +49,7 @@ type Status struct {
 	Families []FamilyStatus `json:"families"`
 	Sets     map[string]int `json:"sets"`
 	Daemon   DaemonStatus   `json:"daemon"`
+	Gate     GateStatus     `json:"gate"`
 	LogFile  string         `json:"logFile,omitempty"`
 }
 

@@ -1,0 +1,173 @@
+//go:build linux
+
+package firewall
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/devbox-dev/devbox/internal/layout"
+)
+
+// The gate's files under Config.StateDir.
+const (
+	gateConfigFile = "gate.json"
+	gatePIDFile    = "gate.pid"
+	gateErrFile    = "gate.err"
+)
+
+// StartGate (re)starts the name gate as a detached process and returns its
+// pid once it answers a health query. It runs as opts.UID (default the
+// gate's account, layout.GateUID) with no capability at all: accepting on
+// a high port and dialing out need none, and the rules let only its uid
+// reach name-derived addresses. Without cfg.Gate it stops a running gate
+// and returns 0.
+func StartGate(ctx context.Context, cfg Config, opts DaemonOptions) (int, error) {
+	cfg = cfg.WithDefaults()
+	if err := StopGate(cfg); err != nil {
+		return 0, err
+	}
+	if !cfg.Gate {
+		return 0, nil
+	}
+	if len(opts.Command) == 0 {
+		return 0, errors.New("firewall: StartGate needs DaemonOptions.Command")
+	}
+	if opts.UID == 0 && opts.GID == 0 {
+		opts.UID, opts.GID = layout.GateUID, layout.GateUID
+	}
+	if opts.Wait == 0 {
+		opts.Wait = 5 * time.Second
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		return 0, fmt.Errorf("firewall: %w", err)
+	}
+	raw, _ := json.MarshalIndent(cfg, "", "  ")
+	cfgPath := filepath.Join(cfg.StateDir, gateConfigFile)
+	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
+		return 0, fmt.Errorf("firewall: write gate config: %w", err)
+	}
+	errPath := filepath.Join(cfg.StateDir, gateErrFile)
+	errFile, err := os.OpenFile(errPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, fmt.Errorf("firewall: %w", err)
+	}
+	defer errFile.Close()
+	for _, p := range []string{errPath, errPath + ".1"} {
+		if err := handOver(p, opts); err != nil {
+			return 0, err
+		}
+	}
+	argv := append(append([]string(nil), opts.Command...), "--config", cfgPath)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = opts.Env
+	cmd.Stdout, cmd.Stderr = errFile, errFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if opts.UID >= 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(opts.UID), Gid: uint32(opts.GID), Groups: []uint32{}}
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("firewall: start name gate %q: %w", argv[0], err)
+	}
+	pid := cmd.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	start, err := procStartTime("/proc", pid)
+	if err != nil {
+		cmd.Process.Kill()
+		return 0, fmt.Errorf("firewall: name gate pid %d: %w", pid, err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.StateDir, gatePIDFile), []byte(fmt.Sprintf("%d %d\n", pid, start)), 0o644); err != nil {
+		cmd.Process.Kill()
+		return 0, fmt.Errorf("firewall: %w", err)
+	}
+	addr := gateAddr(cfg)
+	deadline := time.Now().Add(opts.Wait)
+	for {
+		hctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		h, herr := QueryGateHealth(hctx, addr)
+		cancel()
+		if herr == nil && h.PID == pid {
+			return pid, nil
+		}
+		select {
+		case err := <-exited:
+			msg, _ := os.ReadFile(errPath)
+			return 0, fmt.Errorf("firewall: name gate exited (%v): %s", err, strings.TrimSpace(string(msg)))
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			if herr == nil {
+				herr = fmt.Errorf("pid %d answers on %s, not the gate just started (pid %d)", h.PID, addr, pid)
+			}
+			return 0, fmt.Errorf("firewall: name gate did not answer within %v: %w", opts.Wait, herr)
+		}
+	}
+}
+
+func gateAddr(cfg Config) string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(int(cfg.WithDefaults().GatePort)))
+}
+
+// GatePID returns the pid in the gate's pidfile and whether that process is
+// the gate StartGate started (see DaemonPID for why the start time).
+func GatePID(cfg Config) (int, bool) {
+	cfg = cfg.WithDefaults()
+	return daemonPID(filepath.Join(cfg.StateDir, gatePIDFile), "/proc")
+}
+
+// StopGate stops the gate named by the pidfile, if it runs.
+func StopGate(cfg Config) error {
+	pid, alive := GatePID(cfg)
+	if !alive {
+		return nil
+	}
+	unix.Kill(pid, unix.SIGTERM)
+	for i := 0; i < 40; i++ {
+		if unix.Kill(pid, 0) != nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("firewall: stop name gate pid %d: %w", pid, err)
+	}
+	return nil
+}
+
+// readGateStatus fills the gate's part of Status.
+func readGateStatus(ctx context.Context, cfg Config) GateStatus {
+	cfg = cfg.WithDefaults()
+	pid, alive := GatePID(cfg)
+	gs := GateStatus{Enabled: cfg.Gate, PID: pid, Running: alive}
+	if !cfg.Gate {
+		return gs
+	}
+	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	h, err := QueryGateHealth(hctx, gateAddr(cfg))
+	switch {
+	case !alive:
+		gs.Error = "name gate not running (no live pid in " + cfg.StateDir + "/" + gatePIDFile + "): TCP to names' addresses is refused, static entries still pass"
+	case err != nil:
+		gs.Error = err.Error()
+	case h.PID != pid:
+		gs.Error = fmt.Sprintf("pid %d answers on %s, not the gate (pid %d)", h.PID, gateAddr(cfg), pid)
+	default:
+		gs.Health = &h
+	}
+	return gs
+}
