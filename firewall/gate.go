@@ -2,8 +2,15 @@ package firewall
 
 import (
 	"net"
+	"net/netip"
+	"strconv"
 	"strings"
 )
+
+// gateAddr is where the gate answers health queries.
+func gateAddr(cfg Config) string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(int(cfg.WithDefaults().GatePort)))
+}
 
 // Reasons the name gate refuses a connection, as logged.
 const (
@@ -79,6 +86,17 @@ func (c Config) gateVerdict(kind, name string, ech bool, port uint16, bound []st
 		}
 	}
 	return fail(mismatch)
+}
+
+// staticAllows reports whether a static allow entry covers a on port:
+// such an address keeps the direct path, outside the gate.
+func (c Config) staticAllows(a netip.Addr, port uint16) bool {
+	for _, d := range c.Allow {
+		if d.Prefix.IsValid() && d.Prefix.Contains(a) && (d.Port == 0 || d.Port == port) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasPort(ps []uint16, p uint16) bool {

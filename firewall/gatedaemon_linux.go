@@ -7,11 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -118,9 +116,6 @@ func StartGate(ctx context.Context, cfg Config, opts DaemonOptions) (int, error)
 	}
 }
 
-func gateAddr(cfg Config) string {
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(int(cfg.WithDefaults().GatePort)))
-}
 
 // GatePID returns the pid in the gate's pidfile and whether that process is
 // the gate StartGate started (see DaemonPID for why the start time).

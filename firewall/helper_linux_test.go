@@ -144,6 +144,9 @@ func helperProbe(args []string) int {
 	if len(args) < 1 {
 		return 1
 	}
+	if rc, ok := gateProbe(args, fail); ok {
+		return rc
+	}
 	arg := ""
 	if len(args) > 1 {
 		arg = args[1]

@@ -2,8 +2,10 @@ package firewall
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,7 +30,7 @@ type Targets struct {
 
 // Check is one probe's outcome.
 type Check struct {
-	Kind   string `json:"kind"` // "allowed", "denied", "refused", "daemon"
+	Kind   string `json:"kind"` // "allowed", "denied", "refused", "daemon", "gate"
 	Target string `json:"target"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
@@ -60,6 +62,9 @@ func Verify(ctx context.Context, cfg Config, t Targets) ([]Check, error) {
 		checks = append(checks, Check{"daemon", "dns filter", false, err.Error()})
 	} else {
 		checks = append(checks, Check{"daemon", "dns filter", true, fmt.Sprintf("pid %d answers, upstreams %s", h.PID, strings.Join(h.Upstreams, ","))})
+	}
+	if cfg.Gate {
+		checks = append(checks, verifyGate(ctx, cfg)...)
 	}
 	dial := func(target string) error {
 		d := net.Dialer{Timeout: 3 * time.Second}
@@ -115,4 +120,66 @@ func Verify(ctx context.Context, cfg Config, t Targets) ([]Check, error) {
 		return checks, &VerifyError{Failed: failed}
 	}
 	return checks, nil
+}
+
+// gateCheckName is the SNI verify sends to an allowed name's address: .invalid
+// is reserved (RFC 6761), so no policy allows it.
+const gateCheckName = "gate-check.devbox.invalid"
+
+// verifyGate checks the name gate answers and refuses a mismatched SNI: a
+// TLS connection to the first exact allowed name that resolves, asking for
+// gateCheckName, must fail and be counted by the gate as not-allowed.
+func verifyGate(ctx context.Context, cfg Config) []Check {
+	health := func() (GateHealth, error) {
+		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return QueryGateHealth(hctx, gateAddr(cfg))
+	}
+	h, err := health()
+	if err != nil {
+		return []Check{{"daemon", "name gate", false, err.Error()}}
+	}
+	out := []Check{{"daemon", "name gate", true, fmt.Sprintf("pid %d answers, %d passed, %d refused", h.PID, h.Passed, h.Refused)}}
+	target := ""
+	for _, d := range cfg.Allow {
+		if d.Name == "" || d.Wildcard {
+			continue
+		}
+		port := d.Port
+		if port == 0 {
+			port = 443
+		}
+		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		addrs, err := net.DefaultResolver.LookupNetIP(lctx, "ip", d.Name)
+		cancel()
+		for _, a := range addrs {
+			// An address a static entry allows is not behind the gate.
+			if a = a.Unmap(); err == nil && !cfg.staticAllows(a, port) {
+				target = net.JoinHostPort(a.String(), strconv.Itoa(int(port)))
+				break
+			}
+		}
+		if target != "" {
+			break
+		}
+	}
+	what := "SNI " + gateCheckName
+	if target == "" {
+		return append(out, Check{"gate", what, true, "no exact allowed name resolves: nothing to send it to"})
+	}
+	what += " to " + target
+	d := &net.Dialer{Timeout: 3 * time.Second}
+	c, herr := tls.DialWithDialer(d, "tcp", target, &tls.Config{ServerName: gateCheckName, InsecureSkipVerify: true})
+	if herr == nil {
+		c.Close()
+		return append(out, Check{"gate", what, false, "HANDSHAKE COMPLETED: the gate let a name outside the policy through"})
+	}
+	after, err := health()
+	if err != nil {
+		return append(out, Check{"gate", what, false, err.Error()})
+	}
+	if after.Reasons[GateNotAllowed] <= h.Reasons[GateNotAllowed] {
+		return append(out, Check{"gate", what, false, "failed (" + herr.Error() + ") but the gate did not refuse it: was it redirected?"})
+	}
+	return append(out, Check{"gate", what, true, "refused: " + herr.Error()})
 }

@@ -176,3 +176,16 @@ func randHex(n int) string {
 	rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// AddHost gives the world namespace one more address on its link, for
+// servers a test opens itself (InNS(w.Server, …)).
+func (w *World) AddHost(t testing.TB, a netip.Addr) {
+	t.Helper()
+	args := []string{"netns", "exec", w.Server, "ip", "addr", "add", a.String() + "/24", "dev", "dbxw" + strings.TrimPrefix(w.Server, "dbxw-")}
+	if a.Is6() {
+		args = []string{"netns", "exec", w.Server, "ip", "-6", "addr", "add", a.String() + "/64", "dev", "dbxw" + strings.TrimPrefix(w.Server, "dbxw-"), "nodad"}
+	}
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("testworld: ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}

@@ -1,0 +1,256 @@
+//go:build linux
+
+package firewall
+
+import (
+	"encoding/json"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+
+	"github.com/devbox-dev/devbox/internal/testworld"
+)
+
+// The name gate's world: one more address serving HTTPS for good.test and
+// evil.test (one certificate, both names, from a test CA) on 443 and plain
+// HTTP on 80, plus UDP on 443.
+var (
+	hostGate  = netip.MustParseAddr("10.77.0.5")
+	hostGate6 = netip.MustParseAddr("fd77::5")
+)
+
+type gateFence struct {
+	*fence
+	web    *testworld.Web
+	caFile string
+}
+
+// newGateFence builds the world, serves good.test/evil.test and applies
+// cfg with the gate on.
+func newGateFence(t *testing.T, cfg Config) *gateFence {
+	t.Helper()
+	cfg.Gate = true
+	f := newWorld(t, cfg)
+	g := &gateFence{fence: f, web: &testworld.Web{}, caFile: filepath.Join(f.dir, "ca.pem")}
+	t.Cleanup(g.web.Close)
+	f.w.AddHost(t, hostGate)
+	f.w.AddHost(t, hostGate6)
+	f.w.DNS.Set("good.test", dns.TypeA, 300, hostGate.String())
+	f.w.DNS.Set("good.test", dns.TypeAAAA, 300, hostGate6.String())
+	f.w.DNS.Set("evil.test", dns.TypeA, 300, hostGate.String())
+	f.w.DNS.Set("evil.test", dns.TypeAAAA, 300, hostGate6.String())
+	ca, err := testworld.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(g.caFile, ca.PEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = testworld.InNS(f.w.Server, func() error {
+		for _, a := range []netip.Addr{hostGate, hostGate6} {
+			l, err := netListen(ap(a, 443))
+			if err != nil {
+				return err
+			}
+			if err := g.web.Serve(l, testworld.Hello, ca, "good.test", "evil.test"); err != nil {
+				return err
+			}
+			if l, err = netListen(ap(a, 80)); err != nil {
+				return err
+			}
+			g.web.Serve(l, testworld.Hello, nil)
+			pc, err := netListenPacket(ap(a, 443))
+			if err != nil {
+				return err
+			}
+			f.w.Rec.ServeUDP(pc)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mustApply()
+	return g
+}
+
+// refusedBy asserts that the gate logged one refusal matching want
+// (reason, name, destination, port; uid when want.UID is set) and returns
+// the line as logged.
+func (g *gateFence) refusedBy(want Event) string {
+	g.t.Helper()
+	var line string
+	waitFor(g.t, "the gate's "+want.Reason+" line for "+want.Name, func() bool {
+		raw, _ := os.ReadFile(g.cfg.LogFile)
+		for _, l := range strings.Split(string(raw), "\n") {
+			var e Event
+			if json.Unmarshal([]byte(l), &e) != nil {
+				continue
+			}
+			if e.Reason == want.Reason && e.Name == want.Name && e.Dst == want.Dst && e.Port == want.Port && e.Proto == want.Proto &&
+				(want.UID == nil || (e.UID != nil && *e.UID == *want.UID)) {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	return line
+}
+
+func uidp(u int) *int { return &u }
+
+// TestGate is the name gate's acceptance list, on one world: good.test is
+// allowed on any port, api.test too (it resolves elsewhere), and hostWild
+// is a static entry.
+func TestGate(t *testing.T) {
+	g := newGateFence(t, Config{Allow: []Destination{allowName("good.test"), allowName("api.test"), {Prefix: netip.PrefixFrom(hostWild, 32)}}})
+	good, good6 := ap(hostGate, 443).String(), ap(hostGate6, 443).String()
+
+	t.Run("allowed SNI passes", func(t *testing.T) {
+		for _, addr := range []string{good, good6} {
+			out, ok := g.probeAs(1000, "tls", addr, "good.test", g.caFile)
+			if !ok || out != "ok hello good.test sni=good.test" {
+				t.Errorf("tls %s SNI good.test: ok=%v %s", addr, ok, out)
+			}
+		}
+		if n := g.web.Seen(hostGate6, 443); n != 1 {
+			t.Errorf("the world saw %d IPv6 connections, want 1", n)
+		}
+	})
+	t.Run("allowed Host passes", func(t *testing.T) {
+		out, ok := g.probeAs(1000, "http", ap(hostGate, 80).String(), "good.test")
+		if !ok || out != "ok hello good.test" {
+			t.Errorf("http Host good.test: ok=%v %s", ok, out)
+		}
+	})
+
+	refusals := []struct {
+		name  string
+		probe []string
+		want  Event
+	}{
+		{"SNI not allowed", []string{"tls", good, "evil.test", g.caFile}, Event{Proto: "tls", Reason: GateNotAllowed, Name: "evil.test"}},
+		{"SNI allowed, address not its", []string{"tls", good, "api.test", g.caFile}, Event{Proto: "tls", Reason: GateSNIMismatch, Name: "api.test"}},
+		{"no SNI", []string{"tls", good, "-", g.caFile}, Event{Proto: "tls", Reason: GateNoSNI}},
+		{"ECH, outer name not allowed", []string{"ech", good, "evil.test", "good.test", g.caFile}, Event{Proto: "tls", Reason: GateECH, Name: "evil.test"}},
+		{"Host not allowed", []string{"http", ap(hostGate, 80).String(), "evil.test"}, Event{Proto: "http", Reason: GateNotAllowed, Name: "evil.test", Port: 80}},
+		{"Host allowed, address not its", []string{"http", ap(hostGate, 80).String(), "api.test"}, Event{Proto: "http", Reason: GateHostMismatch, Name: "api.test", Port: 80}},
+		{"neither TLS nor HTTP", []string{"raw", ap(hostGate, 80).String(), `SSH-2.0-OpenSSH_9.2\n`}, Event{Proto: "tcp", Reason: GateNoName, Port: 80}},
+	}
+	var lines []string
+	for _, c := range refusals {
+		t.Run(c.name, func(t *testing.T) {
+			before := len(g.web.Conns())
+			if out, ok := g.probeAs(1000, c.probe...); ok {
+				t.Errorf("%v passed: %s", c.probe, out)
+			}
+			if n := len(g.web.Conns()) - before; n != 0 {
+				t.Errorf("the world accepted %d connections", n)
+			}
+			want := c.want
+			want.Dst = hostGate.String()
+			if want.Port == 0 {
+				want.Port = 443
+			}
+			want.UID = uidp(1000)
+			lines = append(lines, c.name+"\t"+g.refusedBy(want))
+		})
+	}
+	for _, n := range g.web.ServerNames() {
+		if n != "good.test" {
+			t.Errorf("the world saw SNI %q", n)
+		}
+	}
+	if os.Getenv("DEVBOX_GATE_LINES") != "" {
+		t.Logf("refusals:\n%s", strings.Join(lines, "\n"))
+	}
+
+	t.Run("address never returned by the filter", func(t *testing.T) {
+		if out, ok := g.probeAs(1000, "tls", ap(hostOther, 443).String(), "good.test", g.caFile); ok {
+			t.Errorf("passed: %s", out)
+		}
+		if n := g.w.Rec.Seen(hostOther, 443); n != 0 {
+			t.Errorf("the world saw %d connections to %s", n, hostOther)
+		}
+	})
+	t.Run("static entry keeps the direct path", func(t *testing.T) {
+		g.mustConnect(ap(hostWild, 80)) // a server that speaks first: no gate in the way
+	})
+	t.Run("status counts", func(t *testing.T) {
+		st := g.status()
+		h := st.Gate.Health
+		if !st.Gate.Enabled || !st.Gate.Running || h == nil {
+			t.Fatalf("gate status %+v", st.Gate)
+		}
+		if h.Passed != 3 || h.Refused != int64(len(refusals)) || h.Reasons[GateNotAllowed] != 2 {
+			t.Errorf("gate health %+v, want 3 passed, %d refused, 2 not-allowed", h, len(refusals))
+		}
+	})
+	t.Run("verify catches nothing wrong", func(t *testing.T) {
+		out, ok := g.probe("verify", filepath.Join(g.dir, "config.json"), "-", "-", "-")
+		if !ok || !strings.Contains(out, `"kind":"gate","target":"SNI gate-check.devbox.invalid to 10.77.0.5:443","ok":true,"detail":"refused: remote error: tls: access denied"`) {
+			t.Errorf("verify: ok=%v %s", ok, out)
+		}
+	})
+	t.Run("gate killed: names refused, static entries pass", func(t *testing.T) {
+		pid, alive := GatePID(g.cfg)
+		if !alive {
+			t.Fatal("gate not running")
+		}
+		if err := exec.Command("kill", "-9", strconv.Itoa(pid)).Run(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the gate to die", func() bool { _, alive := GatePID(g.cfg); return !alive })
+		before := len(g.web.Conns())
+		out, ok := g.probeAs(1000, "tls", good, "good.test", g.caFile)
+		if ok || !strings.Contains(out, "connection refused") {
+			t.Errorf("tls good.test with the gate dead: ok=%v %s, want connection refused", ok, out)
+		}
+		if out, ok := g.probeAs(1000, "http", ap(hostGate6, 80).String(), "good.test"); ok || !strings.Contains(out, "connection refused") {
+			t.Errorf("http [good.test]:80 with the gate dead: ok=%v %s, want connection refused", ok, out)
+		}
+		if n := len(g.web.Conns()) - before; n != 0 {
+			t.Errorf("the world accepted %d connections with the gate dead", n)
+		}
+		g.mustConnect(ap(hostWild, 443))
+		st := g.status()
+		if st.Gate.Running || !strings.Contains(st.Gate.Error, "name gate not running") {
+			t.Errorf("gate status %+v", st.Gate)
+		}
+		if out, ok := g.probe("verify", filepath.Join(g.dir, "config.json"), "-", "-", "-"); ok {
+			t.Errorf("verify passed with the gate dead: %s", out)
+		}
+	})
+}
+
+// TestGate_UDP: UDP to a name's address is blocked behind the gate (QUIC
+// would carry its name where the gate cannot read it), unless quic is on.
+func TestGate_UDP(t *testing.T) {
+	g := newGateFence(t, Config{Allow: []Destination{allowName("good.test")}})
+	if out, ok := g.probeAs(1000, "udp", ap(hostGate, 443).String()); ok {
+		t.Errorf("udp good.test:443 passed: %s", out)
+	}
+	if n := g.w.Rec.Seen(hostGate, 443); n != 0 {
+		t.Errorf("the world saw %d datagrams", n)
+	}
+	waitFor(t, "the udp-gated line", func() bool {
+		return countEvents(g.logEvents(), func(e Event) bool {
+			return e.Reason == "udp-gated" && e.Proto == "udp" && e.Dst == hostGate.String() && e.Port == 443 && e.Name == "good.test"
+		}) == 1
+	})
+	g.cfg.QUIC = true
+	g.mustApply()
+	if out, ok := g.probeAs(1000, "udp", ap(hostGate, 443).String()); !ok {
+		t.Errorf("udp good.test:443 with quic on: %s", out)
+	}
+	if out, ok := g.probeAs(1000, "tls", ap(hostGate, 443).String(), "good.test", g.caFile); !ok {
+		t.Errorf("tls good.test with quic on: %s", out)
+	}
+}
