@@ -13,10 +13,10 @@ import (
 
 	"github.com/devbox-dev/devbox/firewall"
 	"github.com/devbox-dev/devbox/firewall/fwpolicy"
+	"github.com/devbox-dev/devbox/internal/baseline"
 	"github.com/devbox-dev/devbox/internal/entrypoint"
 	"github.com/devbox-dev/devbox/internal/fence"
 	"github.com/devbox-dev/devbox/internal/layout"
-	"github.com/devbox-dev/devbox/internal/policy"
 )
 
 // processStart is when this process started, for the elapsed time the
@@ -50,6 +50,8 @@ environment variables, comma-separated), so tests point them at their own
 hosts; without them it checks the DNS filter answers and refuses a name.`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "policy", Value: layout.PolicyPath, Usage: "normalized policy `FILE` baked into the image"},
+		&cli.StringFlag{Name: "baseline", Value: layout.BaselinePath, Usage: "team baseline `FILE` the applied policy must lie within (when it exists)"},
+		&cli.StringFlag{Name: "repo-policy", Value: layout.RepoPolicyPath, Usage: "repository policy `FILE` mounted into a prebuilt image; applied instead of --policy when it exists and narrows the baseline"},
 		&cli.StringFlag{Name: "status", Value: entrypoint.StatusPath, Usage: "`FILE` recording whether the fence is up"},
 		&cli.StringFlag{Name: "user", Usage: "run CMD as `NAME` (default: the policy's image.user.name)"},
 		&cli.StringSliceFlag{Name: "verify-allowed", EnvVars: []string{"DEVBOX_VERIFY_ALLOWED"}, Usage: "`HOST:PORT` that must connect once fenced (repeatable)"},
@@ -70,7 +72,10 @@ func runEntrypoint(c *cli.Context) error {
 	policyPath := c.String("policy")
 	statusPath := c.String("status")
 	stderr := c.App.ErrWriter
-	p, perr := policy.Load(policyPath)
+	// A repository policy mounted into a prebuilt image is applied only
+	// when it narrows the image's baseline; otherwise perr makes the fence
+	// fail closed.
+	p, perr := baseline.Resolve(policyPath, c.String("baseline"), c.String("repo-policy"))
 	var cfg firewall.Config
 	userName := c.String("user")
 	if perr == nil {
@@ -157,7 +162,7 @@ func startTime() time.Time {
 // fenceArgs is this command's flags without CMD: the child that installs
 // the fence.
 func fenceArgs(c *cli.Context) []string {
-	args := []string{"entrypoint", "--policy", c.String("policy"), "--status", c.String("status")}
+	args := []string{"entrypoint", "--policy", c.String("policy"), "--baseline", c.String("baseline"), "--repo-policy", c.String("repo-policy"), "--status", c.String("status")}
 	if u := c.String("user"); u != "" {
 		args = append(args, "--user", u)
 	}

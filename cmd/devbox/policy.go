@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/devbox-dev/devbox/internal/baseline"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
@@ -47,7 +48,15 @@ var policyValidateCommand = &cli.Command{
 	Description: `Checks each FILE (default: .devcontainer/devbox.policy.jsonc, then
 devbox.policy.jsonc) and prints "FILE: ok", or every problem found, one per
 line as FILE:LINE:COL: KEY.PATH: MESSAGE. The exit status is 0 only when
-every file is valid.`,
+every file is valid.
+
+On a team image each FILE must also only narrow the team's baseline (see
+docs/policy.md): every widening is printed as FILE:LINE:COL with the
+baseline entry it exceeds. The baseline is --baseline FILE, else the one in
+the "dev.devbox.baseline" label of the image that
+.devcontainer/devcontainer.json names (read from its registry; only the
+config is fetched), else there is none.`,
+	Flags: []cli.Flag{baselineFlag, noImageBaselineFlag},
 	Action: func(c *cli.Context) error {
 		files := c.Args().Slice()
 		if len(files) == 0 {
@@ -57,11 +66,23 @@ every file is valid.`,
 			}
 			files = []string{f}
 		}
+		base, baseName, err := findBaseline(c)
+		if err != nil {
+			return fmt.Errorf("policy validate: %w", err)
+		}
 		bad := 0
 		for _, f := range files {
-			if _, err := policy.Load(f); err != nil {
+			ex, err := policy.ExplainFile(f)
+			if err == nil && base != nil {
+				err = baseline.Check(base, baseName, ex)
+			}
+			if err != nil {
 				bad++
 				fmt.Fprintln(c.App.ErrWriter, err)
+				continue
+			}
+			if base != nil {
+				fmt.Fprintf(c.App.Writer, "%s: ok (within baseline %s)\n", f, baseName)
 				continue
 			}
 			fmt.Fprintf(c.App.Writer, "%s: ok\n", f)
@@ -82,9 +103,17 @@ expanded into destinations (each with where it came from), denied
 destinations and the allow entries they removed, the sandbox paths and the
 defaults that filled in missing keys. An empty allow list is shown as NO
 NETWORK. With --json the same facts are printed as stable JSON, including
-the normalized policy baked into images.`,
+the normalized policy baked into images.
+
+With a baseline (--baseline FILE, or the label of the image
+.devcontainer/devcontainer.json names, as for validate) it prints the
+effective policy, baseline ∩ repository: each allowed destination with the
+repository line that writes it and the baseline entry it lies within, each
+deny with who denies it, the baseline entries the repository narrowed away,
+and every widening (with one, the entrypoint refuses to fence).`,
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "json", Usage: "print JSON instead of text"},
+		baselineFlag, noImageBaselineFlag,
 	},
 	Action: func(c *cli.Context) error {
 		if c.NArg() > 1 {
@@ -98,7 +127,18 @@ the normalized policy baked into images.`,
 			}
 			file = f
 		}
+		base, baseName, err := findBaseline(c)
+		if err != nil {
+			return fmt.Errorf("policy explain: %w", err)
+		}
 		ex, err := policy.ExplainFile(file)
+		if err == nil && base != nil {
+			l := baseline.Explain(base, baseName, ex)
+			if c.Bool("json") {
+				return writeJSON(c, l)
+			}
+			return l.WriteText(c.App.Writer)
+		}
 		if err != nil {
 			var errs *policy.Errors
 			if errors.As(err, &errs) {
@@ -108,13 +148,17 @@ the normalized policy baked into images.`,
 			return fmt.Errorf("policy explain: %w", err)
 		}
 		if c.Bool("json") {
-			b, err := json.MarshalIndent(ex, "", "  ")
-			if err != nil {
-				return fmt.Errorf("policy explain: %w", err)
-			}
-			_, err = fmt.Fprintf(c.App.Writer, "%s\n", b)
-			return err
+			return writeJSON(c, ex)
 		}
 		return ex.WriteText(c.App.Writer)
 	},
+}
+
+func writeJSON(c *cli.Context, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("policy explain: %w", err)
+	}
+	_, err = fmt.Fprintf(c.App.Writer, "%s\n", b)
+	return err
 }

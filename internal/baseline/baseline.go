@@ -62,8 +62,8 @@ func (vs *Violations) Error() string {
 //     a parent directory of it); sandbox.allowWrite entries lie within a
 //     baseline allowWrite entry; a baseline's enabled sandbox stays enabled;
 //   - agent.claudeCode is the baseline's version;
-//   - network.dns.upstream only names the baseline's resolvers, and a
-//     baseline that logs blocked connections keeps logging them;
+//   - network.dns.upstream only names the baseline's resolvers, a baseline
+//     that logs blocked connections keeps logging them, to its log file;
 //   - image.user is the baseline's (the image has no other account).
 func Check(base *policy.Policy, baseName string, repo *policy.Explanation) error {
 	c := checker{repo: repo}
@@ -106,6 +106,11 @@ func Check(base *policy.Policy, baseName string, repo *policy.Explanation) error
 		if len(p.Network.DNS.Upstream) == 0 {
 			c.add("network.dns.upstream", "the baseline names its DNS resolvers; list some of them here", "network.dns.upstream "+upstreams(b.Network.DNS.Upstream))
 		}
+	}
+	if p.Network.Log.File != b.Network.Log.File {
+		// The entrypoint creates the log file as root for the DNS filter's
+		// account: a repository must not pick that path.
+		c.add("network.log.file", fmt.Sprintf("%q: the log file is the baseline's", p.Network.Log.File), fmt.Sprintf("network.log.file %q", b.Network.Log.File))
 	}
 	if b.Network.Log.Blocked && !p.Network.Log.Blocked {
 		c.add("network.log.blocked", "the baseline logs blocked connections; the repository cannot turn that off", "network.log.blocked true")

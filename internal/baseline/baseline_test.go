@@ -101,3 +101,15 @@ func TestHostileCases(t *testing.T) {
 		})
 	}
 }
+
+func TestExplainLayered(t *testing.T) {
+	base := load(t, "baseline.jsonc").Policy
+	var b strings.Builder
+	for _, repo := range []string{"narrow.jsonc", "hostile.jsonc"} {
+		if err := Explain(base, "baseline.jsonc", load(t, repo)).WriteText(&b); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString("\n")
+	}
+	golden.Check(t, filepath.Join("testdata", "explain.golden"), []byte(b.String()))
+}

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/devbox-dev/devbox/internal/image"
+	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
@@ -71,6 +72,12 @@ func mounts(p *policy.Policy, l hostLayout) []string {
 	}
 	if l.gitConfig {
 		out = append(out, ro(".git/config"))
+	}
+	if l.image != "" {
+		// A prebuilt image carries the team's policy; the repository's own
+		// reaches the entrypoint here, which applies it only when it
+		// narrows the image's baseline.
+		out = append(out, "source=${localWorkspaceFolder}/"+PolicyFile+",target="+layout.RepoPolicyPath+",type=bind,readonly")
 	}
 	return append(out, "source="+ClaudeVolume+",target="+HomeDir(p)+"/.claude,type=volume")
 }

@@ -32,6 +32,13 @@ const (
 	// LabelClaudeCode is the pinned Claude Code version ("none" when left
 	// out).
 	LabelClaudeCode = "dev.devbox.claude-code"
+	// LabelBaseline holds the team baseline baked at layout.BaselinePath
+	// by `devbox build --baseline` (normalized, compacted), so `devbox
+	// policy validate` can check a repository against the image's
+	// baseline without pulling it; LabelBaselineDigest is the sha256 of
+	// the baked file.
+	LabelBaseline       = "dev.devbox.baseline"
+	LabelBaselineDigest = "dev.devbox.baseline.digest"
 )
 
 // Entrypoint and Cmd of every devbox image: the entrypoint installs the

@@ -16,6 +16,11 @@ const (
 	PolicyPath = ConfigDir + "/policy.json"
 	// BaselinePath is the team baseline baked in by `devbox build --baseline`.
 	BaselinePath = ConfigDir + "/baseline.json"
+	// RepoPolicyPath is where a container started from a prebuilt image
+	// (`devbox init --image`) finds the repository's own policy: a
+	// read-only bind mount of .devcontainer/devbox.policy.jsonc. The
+	// entrypoint applies it only when it narrows the image's baseline.
+	RepoPolicyPath = ConfigDir + "/repo.policy.jsonc"
 	// LogDir holds the firewall's logs.
 	LogDir = "/var/log/devbox"
 	// LogPath is the blocked-connection log (JSON lines).
