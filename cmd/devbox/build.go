@@ -12,7 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/devbox-dev/devbox/internal/image"
-	"github.com/devbox-dev/devbox/internal/policy"
+	"github.com/devbox-dev/devbox/internal/pin"
 	"github.com/devbox-dev/devbox/internal/registry"
 )
 
@@ -64,7 +64,7 @@ func buildAction(c *cli.Context) error {
 		return err
 	}
 	plats := platformsFlag(c, []string{hostPlatform()})
-	lock, err := ensureLock(ctx, p, plats, c.Bool("frozen"))
+	lock, err := pin.Ensure(ctx, p, plats, c.Bool("frozen"), pinOptions())
 	if err != nil {
 		return err
 	}
@@ -154,59 +154,6 @@ func buildAction(c *cli.Context) error {
 		fmt.Fprintln(c.App.Writer, res.Digest)
 	}
 	return nil
-}
-
-// ensureLock returns p's lock for plats. With frozen it takes the lock as
-// it is and fails when it is missing or stale; otherwise a missing or stale
-// lock is resolved again (over the network: the base image's registry, the
-// npm registry) and written.
-func ensureLock(ctx context.Context, p *policy.Policy, plats []string, frozen bool) (*policy.Lock, error) {
-	path := policy.LockPath(p.Path)
-	l, err := policy.ReadLock(path)
-	if err == nil {
-		err = l.Check(p, version, plats)
-		if err != nil {
-			err = fmt.Errorf("%s: %w", path, err)
-		}
-	}
-	if err == nil {
-		return l, nil
-	}
-	if frozen {
-		return nil, fmt.Errorf("--frozen: %w", err)
-	}
-	if errors.Is(err, policy.ErrNoLock) {
-		warnf("no %s yet: resolving the base image and Claude Code pins", path)
-	} else {
-		warnf("%v; updating it", err)
-	}
-	var old *policy.Lock
-	if l != nil {
-		old = l
-	}
-	want := lockPlatforms
-	for _, pl := range plats {
-		if !contains(want, pl) {
-			want = append(want, pl)
-		}
-	}
-	nl, err := resolveLock(ctx, p, old, want, "", -1)
-	if err != nil {
-		return nil, err
-	}
-	if err := policy.WriteLock(path, nl); err != nil {
-		return nil, err
-	}
-	return nl, nil
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // devboxBinaries maps each platform to the devbox binary baked in: the

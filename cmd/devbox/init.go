@@ -1,17 +1,15 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/devbox-dev/devbox/internal/devcontainer"
-	"github.com/devbox-dev/devbox/internal/policy"
+	"github.com/devbox-dev/devbox/internal/pin"
 )
 
 var initCommand = &cli.Command{
@@ -83,76 +81,19 @@ By default the image is built from the repository: init writes
 				opts.Binary = self
 			}
 		}
-		lock := c.Bool("lock") && opts.Image == ""
-		polPath := filepath.Join(opts.Root, devcontainer.PolicyFile)
-		if _, err := os.Stat(polPath); lock && err == nil {
-			// The policy is there: lock it first, so a stale lock is
-			// updated before init checks the build against it.
-			if err := lockPolicy(c.Context, polPath, opts.Platform); err != nil {
-				return err
+		initRepo := devcontainer.Init
+		if c.Bool("lock") && opts.Image == "" {
+			initRepo = func(opts devcontainer.InitOptions) ([]devcontainer.FileResult, error) {
+				return pin.InitLocked(c.Context, opts, pinOptions())
 			}
-			lock = false
 		}
-		results, err := devcontainer.Init(opts)
+		results, err := initRepo(opts)
 		if err != nil {
 			return err
-		}
-		if lock && pending(results) {
-			// A new policy: init wrote it, now lock it and write what
-			// waited for the lock.
-			if results, err = lockAndInitAgain(c.Context, opts, results); err != nil {
-				return err
-			}
 		}
 		for _, r := range results {
 			fmt.Fprintln(c.App.Writer, r)
 		}
 		return nil
 	},
-}
-
-// lockPolicy makes the lock beside the policy at path current for platform,
-// resolving it over the network when it is missing or stale.
-func lockPolicy(ctx context.Context, path, platform string) error {
-	p, err := policy.Load(path)
-	if err != nil {
-		return err
-	}
-	if _, err := ensureLock(ctx, p, []string{platform}, false); err != nil {
-		return fmt.Errorf("init --lock: %w", err)
-	}
-	return nil
-}
-
-func pending(results []devcontainer.FileResult) bool {
-	for _, r := range results {
-		if r.Status == devcontainer.Pending {
-			return true
-		}
-	}
-	return false
-}
-
-// lockAndInitAgain resolves the lock of the policy the first init run wrote
-// or kept, then runs init again so the pending build files are written. It
-// reports, per file, what happened over both runs: a file the first run
-// created stays "created", not "unchanged".
-func lockAndInitAgain(ctx context.Context, opts devcontainer.InitOptions, first []devcontainer.FileResult) ([]devcontainer.FileResult, error) {
-	if err := lockPolicy(ctx, filepath.Join(opts.Root, devcontainer.PolicyFile), opts.Platform); err != nil {
-		return nil, err
-	}
-	second, err := devcontainer.Init(opts)
-	if err != nil {
-		return nil, err
-	}
-	byPath := map[string]devcontainer.FileResult{}
-	for _, r := range first {
-		byPath[r.Path] = r
-	}
-	for i, r := range second {
-		if f, ok := byPath[r.Path]; ok && r.Status == devcontainer.Unchanged {
-			second[i] = f
-		}
-	}
-	return second, nil
 }

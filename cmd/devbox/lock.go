@@ -1,23 +1,12 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/devbox-dev/devbox/internal/image"
-	"github.com/devbox-dev/devbox/internal/policy"
-	"github.com/devbox-dev/devbox/internal/registry"
+	"github.com/devbox-dev/devbox/internal/pin"
 )
-
-// lockPlatforms are pinned by default: the npm metadata is small, and a lock
-// that covers both lets anyone build for either.
-var lockPlatforms = []string{"linux/amd64", "linux/arm64"}
 
 var lockCommand = &cli.Command{
 	Name:      "lock",
@@ -42,18 +31,13 @@ pinned (the mirror moves); the lock says so in "unpinned".`,
 		if err != nil {
 			return err
 		}
-		path := policy.LockPath(p.Path)
-		old, err := policy.ReadLock(path)
-		if err != nil && !errors.Is(err, policy.ErrNoLock) {
-			warnf("replacing the unreadable lock: %v", err)
-			old = nil
+		o := pinOptions()
+		o.NPMRegistry = c.String("npm-registry")
+		if e := c.Int64("source-date-epoch"); e >= 0 {
+			o.SourceDateEpoch = &e
 		}
-		epoch := c.Int64("source-date-epoch")
-		l, err := resolveLock(c.Context, p, old, platformsFlag(c, lockPlatforms), c.String("npm-registry"), epoch)
+		path, err := pin.Relock(c.Context, p, platformsFlag(c, pin.DefaultPlatforms), o)
 		if err != nil {
-			return err
-		}
-		if err := policy.WriteLock(path, l); err != nil {
 			return err
 		}
 		fmt.Fprintln(c.App.Writer, path)
@@ -61,57 +45,8 @@ pinned (the mirror moves); the lock says so in "unpinned".`,
 	},
 }
 
-// resolveLock pins p's build inputs for plats. It keeps old's
-// SOURCE_DATE_EPOCH when there is one, so relocking changes only what moved.
-func resolveLock(ctx context.Context, p *policy.Policy, old *policy.Lock, plats []string, npmRegistry string, epoch int64) (*policy.Lock, error) {
-	if p.Image.Base == "" {
-		return nil, fmt.Errorf("%s: image.base is empty: nothing to lock", p.Path)
-	}
-	l := &policy.Lock{
-		Version: policy.LockVersion,
-		Devbox:  version,
-		Unpinned: []string{
-			"Debian packages: versions come from the Debian mirror at build time (no snapshot pinned)",
-		},
-	}
-	switch {
-	case epoch >= 0:
-		l.SourceDateEpoch = epoch
-	case old != nil:
-		l.SourceDateEpoch = old.SourceDateEpoch
-	case os.Getenv("SOURCE_DATE_EPOCH") != "":
-		e, err := strconv.ParseInt(os.Getenv("SOURCE_DATE_EPOCH"), 10, 64)
-		if err != nil || e < 0 {
-			return nil, fmt.Errorf("SOURCE_DATE_EPOCH %q is not a number of seconds", os.Getenv("SOURCE_DATE_EPOCH"))
-		}
-		l.SourceDateEpoch = e
-	default:
-		l.SourceDateEpoch = time.Now().Unix()
-	}
-
-	d, err := registry.Resolve(ctx, p.Image.Base)
-	if err != nil {
-		return nil, fmt.Errorf("%s: image.base: %w", p.Path, err)
-	}
-	l.Base = policy.LockedImage{Ref: p.Image.Base, Digest: d.DigestStr()}
-
-	l.ClaudeCode.Version = p.Agent.ClaudeCode
-	if p.Agent.ClaudeCode != policy.ClaudeCodeNone {
-		if npmRegistry == "" {
-			npmRegistry = registry.NPMRegistry()
-		}
-		l.ClaudeCode.Platforms = map[string]policy.LockedPackage{}
-		for _, plat := range plats {
-			pkg, err := image.ClaudePackage(plat)
-			if err != nil {
-				return nil, fmt.Errorf("--platform: %w", err)
-			}
-			lp, err := registry.NPMPackage(ctx, npmRegistry, pkg, p.Agent.ClaudeCode)
-			if err != nil {
-				return nil, fmt.Errorf("%s: agent.claudeCode %s: %w", p.Path, p.Agent.ClaudeCode, err)
-			}
-			l.ClaudeCode.Platforms[plat] = lp
-		}
-	}
-	return l, nil
+// pinOptions are the lock options every command shares: this devbox's
+// version, and notes on stderr.
+func pinOptions() pin.Options {
+	return pin.Options{Devbox: version, Logf: warnf}
 }
