@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,10 +16,6 @@ import (
 	"github.com/devbox-dev/devbox/internal/fence"
 	"github.com/devbox-dev/devbox/internal/layout"
 )
-
-// processStart is when this process started, for the elapsed time the
-// entrypoint prints (the devbox part of container start → fenced).
-var processStart = time.Now()
 
 // verifyRefusedName is the name the entrypoint's self-test expects the DNS
 // filter to refuse. .invalid is reserved (RFC 6761), so no policy allows it
@@ -110,7 +104,7 @@ func runEntrypoint(c *cli.Context) error {
 			StartID:    startID,
 			Stdout:     c.App.Writer,
 			Stderr:     stderr,
-			Start:      startTime(),
+			Start:      entrypoint.StartTime(),
 		}); err != nil {
 			// Already printed loudly by Run; the exit status is what remains.
 			return cli.Exit("", 1)
@@ -122,19 +116,9 @@ func runEntrypoint(c *cli.Context) error {
 		// overrideCommand is false): only the privilege drop is left.
 		fmt.Fprintf(c.App.Writer, "devbox: already fenced at %s during this container start\n", st.Time.Format(time.RFC3339))
 	default:
-		// Fence from a child process: the DNS filter it starts is then
-		// not a child of CMD, which would never reap it (a dead filter
-		// would linger as a zombie). With an init (the label's init: true,
-		// docker run --init) the orphaned filter is reaped by it.
-		child := exec.CommandContext(c.Context, self, fenceArgs(c)...)
-		child.Stdout, child.Stderr = c.App.Writer, stderr
-		child.Env = append(os.Environ(), fmt.Sprintf("%s=%d", startEnv, processStart.UnixNano()))
-		if err := child.Run(); err != nil {
-			// A child that exited 1 has printed its banner; anything else
-			// (killed, could not start) has not.
-			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-				fmt.Fprintf(stderr, "devbox: entrypoint: installing the fence: %v; egress stays denied\n", err)
-			}
+		// Fence from a child process, so the DNS filter is not a child of CMD.
+		if err := entrypoint.FenceInChild(c.Context, append([]string{self}, fenceArgs(c)...), c.App.Writer, stderr); err != nil {
+			// Already printed; the exit status is what remains.
 			return cli.Exit("", 1)
 		}
 	}
@@ -146,17 +130,6 @@ func runEntrypoint(c *cli.Context) error {
 		return fmt.Errorf("entrypoint: %w", err)
 	}
 	return entrypoint.DropAndExec(acct, argv, os.Environ())
-}
-
-// startEnv passes the parent entrypoint's start time to the child that
-// installs the fence, so the elapsed time it prints covers both.
-const startEnv = "DEVBOX_ENTRYPOINT_START"
-
-func startTime() time.Time {
-	if v, err := strconv.ParseInt(os.Getenv(startEnv), 10, 64); err == nil {
-		return time.Unix(0, v)
-	}
-	return processStart
 }
 
 // fenceArgs is this command's flags without CMD: the child that installs

@@ -7,14 +7,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/urfave/cli/v2"
 
 	"github.com/devbox-dev/devbox/features"
-	"github.com/devbox-dev/devbox/internal/policy"
 )
 
 var featureFlags = []cli.Flag{
@@ -32,7 +30,7 @@ var featureCommand = &cli.Command{
 			Usage: "write devcontainer-feature-devbox.tgz and devcontainer-collection.json",
 			Flags: append([]cli.Flag{&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "output", Usage: "output `DIR`"}}, featureFlags...),
 			Action: func(c *cli.Context) error {
-				m, tarball, col, err := buildFeature(c)
+				pkg, err := buildFeature(c)
 				if err != nil {
 					return err
 				}
@@ -40,7 +38,7 @@ var featureCommand = &cli.Command{
 				if err := os.MkdirAll(out, 0o755); err != nil {
 					return err
 				}
-				for name, data := range map[string][]byte{features.TarballName(m.ID): tarball, features.CollectionFile: col} {
+				for name, data := range map[string][]byte{features.TarballName(pkg.Manifest.ID): pkg.Tarball, features.CollectionFile: pkg.Collection} {
 					if err := os.WriteFile(filepath.Join(out, name), data, 0o644); err != nil {
 						return err
 					}
@@ -58,11 +56,11 @@ var featureCommand = &cli.Command{
 				if c.NArg() != 1 {
 					return errors.New("feature publish: want one NAMESPACE argument (registry/owner/repo)")
 				}
-				m, tarball, col, err := buildFeature(c)
+				pkg, err := buildFeature(c)
 				if err != nil {
 					return err
 				}
-				p, err := features.Publish(c.Context, c.Args().First(), m, tarball, col, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+				p, err := features.Publish(c.Context, c.Args().First(), pkg.Manifest, pkg.Tarball, pkg.Collection, remote.WithAuthFromKeychain(authn.DefaultKeychain))
 				if err != nil {
 					return err
 				}
@@ -78,84 +76,27 @@ var featureCommand = &cli.Command{
 	},
 }
 
-// buildFeature reads the feature's files (and only those) and packages them.
-func buildFeature(c *cli.Context) (*features.Manifest, []byte, []byte, error) {
-	src := c.String("source")
-	manifestPath := filepath.Join(src, features.ManifestFile)
-	raw, err := os.ReadFile(manifestPath)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	m, err := features.ParseManifest(manifestPath, raw)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	install, err := os.ReadFile(filepath.Join(src, "features", "src", "devbox", "install.sh"))
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	bins := map[string][]byte{}
+// buildFeature packages the feature from the flags: --binary ARCH=FILE
+// (default: this devbox, on Linux), --claude-lock, --source.
+func buildFeature(c *cli.Context) (*features.Package, error) {
+	o := features.BuildOptions{Source: c.String("source"), Binaries: map[string]string{}, ClaudeLocks: c.StringSlice("claude-lock")}
 	specs := c.StringSlice("binary")
 	if len(specs) == 0 {
 		if runtime.GOOS != "linux" {
-			return nil, nil, nil, errors.New("--binary ARCH=FILE is required: this devbox is not a Linux binary")
+			return nil, errors.New("--binary ARCH=FILE is required: this devbox is not a Linux binary")
 		}
 		self, err := os.Executable()
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		specs = []string{runtime.GOARCH + "=" + self}
 	}
 	for _, s := range specs {
 		arch, file, ok := strings.Cut(s, "=")
 		if !ok {
-			return nil, nil, nil, fmt.Errorf("--binary %q: want ARCH=FILE", s)
+			return nil, fmt.Errorf("--binary %q: want ARCH=FILE", s)
 		}
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("--binary %s: %w", arch, err)
-		}
-		if !strings.HasPrefix(string(b[:min(4, len(b))]), "\x7fELF") {
-			return nil, nil, nil, fmt.Errorf("--binary %s: %s is not a Linux executable", arch, file)
-		}
-		bins[arch] = b
+		o.Binaries[arch] = file
 	}
-	// Only the lock's claudeCode section is read: the base image and epoch
-	// are an image build's, not the feature's.
-	locks := c.StringSlice("claude-lock")
-	if len(locks) == 0 {
-		if def := filepath.Join(src, "features", "claude-code.lock.json"); fileExists(def) {
-			locks = []string{def}
-		}
-	}
-	var claude []policy.LockedClaudeCode
-	for _, f := range locks {
-		l, err := policy.ReadLock(f)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("--claude-lock: %w", err)
-		}
-		if l.ClaudeCode.Version == policy.ClaudeCodeNone {
-			return nil, nil, nil, fmt.Errorf("--claude-lock %s: the lock pins no Claude Code (claudeCode none)", f)
-		}
-		claude = append(claude, l.ClaudeCode)
-	}
-	files, err := features.Source{Manifest: raw, Install: install, Binaries: bins, Claude: claude}.Files()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	// A fixed mtime: the same sources give the same digest.
-	tarball, err := features.Tar(files, time.Unix(0, 0))
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	col, err := features.Collection(m)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return m, tarball, col, nil
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
+	return features.Build(o)
 }
