@@ -12,6 +12,7 @@ import (
 	"github.com/devbox-dev/devbox/internal/baseline"
 	"github.com/devbox-dev/devbox/internal/devcontainer"
 	"github.com/devbox-dev/devbox/internal/image"
+	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 	"github.com/devbox-dev/devbox/internal/registry"
 )
@@ -23,12 +24,18 @@ var (
 )
 
 // findBaseline returns the baseline the policy commands check against:
-// --baseline FILE, else the label of the image devcontainer.json names,
-// else none (nil).
+// --baseline FILE, else layout.BaselinePath when it exists (inside a team
+// image), else the label of the image devcontainer.json names, else none
+// (nil).
 func findBaseline(c *cli.Context) (*policy.Policy, string, error) {
 	if f := c.String(baselineFlag.Name); f != "" {
 		p, err := baseline.Load(f)
 		return p, f, err
+	}
+	if _, err := os.Stat(layout.BaselinePath); err == nil {
+		// Inside a team image.
+		p, err := baseline.Load(layout.BaselinePath)
+		return p, layout.BaselinePath, err
 	}
 	if c.Bool(noImageBaselineFlag.Name) {
 		return nil, "", nil

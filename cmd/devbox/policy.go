@@ -20,6 +20,7 @@ var policyCommand = &cli.Command{
 	Subcommands: []*cli.Command{
 		policyValidateCommand,
 		policyExplainCommand,
+		policyReviewCommand,
 	},
 }
 
