@@ -116,7 +116,6 @@ func StartGate(ctx context.Context, cfg Config, opts DaemonOptions) (int, error)
 	}
 }
 
-
 // GatePID returns the pid in the gate's pidfile and whether that process is
 // the gate StartGate started (see DaemonPID for why the start time).
 func GatePID(cfg Config) (int, bool) {

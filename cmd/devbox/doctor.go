@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"net"
 	"os"
+	"strconv"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/devbox-dev/devbox/firewall"
 	"github.com/devbox-dev/devbox/internal/doctor"
 	"github.com/devbox-dev/devbox/internal/entrypoint"
 	"github.com/devbox-dev/devbox/internal/layout"
@@ -15,7 +20,7 @@ var doctorCommand = &cli.Command{
 	Usage: "say what the fence enforces here, what it does not and how to fix it",
 	Description: `Run it inside the dev container (as the agent's user, or as root from the
 host with docker exec -u root) or outside one. It reads the entrypoint's
-status, the DNS filter, this process's capabilities and no_new_privs, the
+status, the DNS filter, the name gate and its counters, this process's capabilities and no_new_privs, the
 container's capabilities, IPv6, sudo and setuid binaries, the read-only
 mounts of .git/hooks, .git/config and .devcontainer, and whether bwrap can
 sandbox commands. As root it also reads the firewall rules.
@@ -38,6 +43,17 @@ The exit status is 1 when something that should be enforced is not.`,
 			PolicyPath: c.String("policy"),
 			Workspace:  ws,
 			DNSUID:     layout.DNSUID,
+			GateUID:    layout.GateUID,
+			GateHealth: func(ctx context.Context) (string, error) {
+				ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+				// Every devbox container's gate listens on the default port.
+				h, err := firewall.QueryGateHealth(ctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(firewall.DefaultGatePort)))
+				if err != nil {
+					return "", err
+				}
+				return gateCounters(h), nil
+			},
 		})
 		var err error
 		switch {

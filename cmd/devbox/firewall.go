@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,6 +44,7 @@ var firewallCommand = &cli.Command{
 	Subcommands: []*cli.Command{
 		firewallApplyCommand,
 		firewallDNSCommand,
+		firewallGateCommand,
 		firewallVerifyCommand,
 		firewallStatusCommand,
 		firewallLogCommand,
@@ -53,7 +55,7 @@ var firewallCommand = &cli.Command{
 
 var firewallApplyCommand = &cli.Command{
 	Name:  "apply",
-	Usage: "install the fence and (re)start the DNS filter; fail closed",
+	Usage: "install the fence and (re)start the DNS filter and the name gate; fail closed",
 	Flags: append([]cli.Flag{
 		&cli.BoolFlag{Name: "no-dns", Usage: "load rules and sets only; do not start the DNS filter"},
 	}, firewallConfigFlags...),
@@ -82,6 +84,23 @@ var firewallDNSCommand = &cli.Command{
 			return err
 		}
 		return firewall.RunDNS(c.Context, cfg)
+	},
+}
+
+var firewallGateCommand = &cli.Command{
+	Name:  "gate",
+	Usage: "run the name gate in the foreground (apply starts it detached)",
+	Description: `The name gate receives every TCP connection to an address an allowed name
+resolved to, reads its TLS SNI or HTTP Host, and splices it to its
+destination only when that name is allowed on that port and resolved to that
+address; otherwise it refuses it and logs why. See docs/firewall.md.`,
+	Flags: firewallConfigFlags,
+	Action: func(c *cli.Context) error {
+		cfg, err := loadFirewallConfig(c)
+		if err != nil {
+			return err
+		}
+		return firewall.RunGate(c.Context, cfg)
 	},
 }
 
@@ -127,7 +146,7 @@ var firewallVerifyCommand = &cli.Command{
 
 var firewallStatusCommand = &cli.Command{
 	Name:  "status",
-	Usage: "show the rules loaded, per-rule counters, set sizes and the DNS filter's health",
+	Usage: "show the rules loaded, per-rule counters, set sizes and the DNS filter's and name gate's health",
 	Flags: append([]cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON"}}, firewallConfigFlags...),
 	Action: func(c *cli.Context) error {
 		cfg, err := loadFirewallConfig(c)
@@ -170,6 +189,14 @@ var firewallStatusCommand = &cli.Command{
 				h.PID, strings.Join(h.Upstreams, ","), h.Queries, h.Forwarded, h.Refused, h.Dropped, h.UpstreamErrors, h.Blocked)
 		} else {
 			fmt.Fprintf(w, "dns filter: DOWN: %s\n", st.Daemon.Error)
+		}
+		switch g := st.Gate; {
+		case !g.Enabled:
+			fmt.Fprintln(w, "name gate: off (names open their addresses to any SNI/Host)")
+		case g.Health != nil:
+			fmt.Fprintf(w, "name gate: pid %d; %s\n", g.Health.PID, gateCounters(*g.Health))
+		default:
+			fmt.Fprintf(w, "name gate: DOWN: %s\n", g.Error)
 		}
 		if st.LogFile != "" {
 			fmt.Fprintf(w, "log: %s\n", st.LogFile)
@@ -255,18 +282,32 @@ include the exemption for dockerd's forwards.`,
 
 var firewallDenyAllCommand = &cli.Command{
 	Name:  "deny-all",
-	Usage: "stop the DNS filter and deny all egress (loopback only); `apply` restores the policy",
+	Usage: "stop the DNS filter and the name gate and deny all egress (loopback only); `apply` restores the policy",
 	Flags: firewallConfigFlags,
 	Action: func(c *cli.Context) error {
 		cfg, err := loadFirewallConfig(c)
 		if err != nil {
 			cfg = firewall.Config{}
 		}
-		errs := []error{firewall.DenyAll(c.Context, cfg), firewall.StopDNS(cfg)}
+		errs := []error{firewall.DenyAll(c.Context, cfg), firewall.StopDNS(cfg), firewall.StopGate(cfg)}
 		if err := errors.Join(errs...); err != nil {
 			return err
 		}
 		fmt.Fprintln(c.App.Writer, "devbox: all egress denied")
 		return nil
 	},
+}
+
+// gateCounters summarizes the gate's counters in one line (status, doctor).
+func gateCounters(h firewall.GateHealth) string {
+	s := fmt.Sprintf("%d connections, %d passed, %d refused, %d open, %d dial errors", h.Accepted, h.Passed, h.Refused, h.Active, h.DialErrors)
+	if len(h.Reasons) > 0 {
+		var rs []string
+		for r, n := range h.Reasons {
+			rs = append(rs, fmt.Sprintf("%s %d", r, n))
+		}
+		sort.Strings(rs)
+		s += " (" + strings.Join(rs, ", ") + ")"
+	}
+	return s
 }

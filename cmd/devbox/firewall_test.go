@@ -46,14 +46,15 @@ func TestFirewallRulesCommand(t *testing.T) {
 			"# ipv4 (iptables-restore --noflush)", "# ipv6 (ip6tables-restore --noflush)",
 			":OUTPUT DROP [0:0]", "-A DEVBOX-OUTPUT -p tcp -m set --match-set devbox-port4 dst,dst -j ACCEPT",
 			"--nflog-prefix devbox:not-allowed", "-A DEVBOX-DNS -p udp -m udp --dport 53 -j REDIRECT --to-ports 53535",
-		}, []string{"--uid-owner"}, ""},
+			"-A DEVBOX-GATE -p tcp -m set --match-set devbox-name4 dst -j REDIRECT --to-ports 53443",
+		}, []string{"--uid-owner 0"}, ""},
 		// resolv.conf naming Docker's embedded DNS: the same exemption Apply loads.
 		{"docker resolv.conf", []string{"--policy", good, "--resolv-conf", dockerResolv}, dockerResolv, []string{
 			"# DNS upstream: 127.0.0.11:53", dockerRule,
 			"-A DEVBOX-DNS -p tcp -m tcp --dport 53 -m addrtype ! --dst-type LOCAL -m owner --uid-owner 0 -j RETURN",
 		}, nil, ""},
 		{"unreadable resolv.conf", []string{"--policy", good, "--resolv-conf", filepath.Join(dir, "none")}, filepath.Join(dir, "none"),
-			[]string{"# DNS upstream: none"}, []string{"--uid-owner"}, ""},
+			[]string{"# DNS upstream: none"}, []string{"--uid-owner 0"}, ""},
 		{"bad policy", []string{"--policy", bad}, "", nil, nil, bad},
 		{"missing policy", []string{"--policy", filepath.Join(dir, "nope.jsonc")}, "", nil, nil, "nope.jsonc"},
 	}

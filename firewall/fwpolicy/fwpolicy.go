@@ -21,6 +21,9 @@ func Config(p *policy.Policy) firewall.Config {
 		Upstream: n.DNS.Upstream,
 		Log:      n.Log.Blocked,
 		LogFile:  n.Log.File,
+		// Every devbox container puts its names behind the gate.
+		Gate: true,
+		QUIC: n.QUIC,
 	}
 	if cfg.Log && cfg.LogFile == "" {
 		cfg.LogFile = layout.LogPath

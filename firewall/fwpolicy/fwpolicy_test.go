@@ -26,6 +26,7 @@ func TestConfig(t *testing.T) {
 		Deny:    []firewall.Destination{{Prefix: netip.MustParsePrefix("169.254.0.0/16")}},
 		Log:     true,
 		LogFile: layout.LogPath,
+		Gate:    true,
 	}
 	got, _ := json.Marshal(cfg)
 	w, _ := json.Marshal(want)

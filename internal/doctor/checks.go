@@ -38,6 +38,7 @@ func (c *checker) run(ctx context.Context) {
 	c.add("container", OK, "", "running in a container")
 	c.status()
 	c.dnsFilter()
+	c.gate(ctx)
 	c.identity()
 	c.containerCaps()
 	c.rules(ctx)
@@ -125,6 +126,30 @@ func (c *checker) dnsFilter() {
 		return
 	}
 	c.add("dns filter", OK, "", "running as uid %d (pid %v); all DNS is redirected to it", c.o.DNSUID, pids)
+}
+
+// gate checks the name gate: without it TCP to allowed names' addresses
+// is refused (closed, not open), static entries still pass.
+func (c *checker) gate(ctx context.Context) {
+	if c.o.GateUID == 0 {
+		return
+	}
+	pids := c.procs(c.o.GateUID)
+	if len(pids) == 0 {
+		c.add("name gate", Fail, "restart the container: the entrypoint starts the gate again",
+			"the name gate (uid %d) is not running: TCP to allowed names is refused (fail closed, not open); static IP entries still pass", c.o.GateUID)
+		return
+	}
+	detail := fmt.Sprintf("running as uid %d (pid %v); TCP to allowed names must carry an allowed TLS SNI or HTTP Host", c.o.GateUID, pids)
+	if c.o.GateHealth != nil {
+		h, err := c.o.GateHealth(ctx)
+		if err != nil {
+			c.add("name gate", Fail, "restart the container: the entrypoint starts the gate again", "%s, but it does not answer: %v", detail, err)
+			return
+		}
+		detail += "; " + h
+	}
+	c.add("name gate", OK, "", "%s", detail)
 }
 
 func (c *checker) self() (entrypoint.ProcStatus, bool) {

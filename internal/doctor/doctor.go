@@ -84,6 +84,11 @@ type Options struct {
 	Workspace string
 	// DNSUID is the DNS filter's uid.
 	DNSUID int
+	// GateUID is the name gate's uid (0 skips the gate's check).
+	GateUID int
+	// GateHealth, when set, reads the gate's counters, summarized in a few
+	// words, for the gate's line.
+	GateHealth func(context.Context) (string, error)
 }
 
 // Run performs every check.

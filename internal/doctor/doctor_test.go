@@ -49,6 +49,7 @@ func (f fakeSys) Run(_ context.Context, name string, args ...string) ([]byte, er
 const (
 	userStatus = "Uid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t00000000a80435fb\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\n"
 	rootStatus = "Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nCapInh:\t0000000000000000\nCapPrm:\t00000000a80435fb\nCapEff:\t00000000a80435fb\nCapBnd:\t00000000a80435fb\nCapAmb:\t0000000000000000\nNoNewPrivs:\t0\n"
+	gateStatus = "Uid:\t997\t997\t997\t997\nGid:\t997\t997\t997\t997\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t00000000a80435fb\nCapAmb:\t0000000000000000\nNoNewPrivs:\t0\n"
 	dnsStatus  = "Uid:\t998\t998\t998\t998\nGid:\t998\t998\t998\t998\nCapInh:\t0000000000000000\nCapPrm:\t0000000000001000\nCapEff:\t0000000000001000\nCapBnd:\t00000000a80435fb\nCapAmb:\t0000000000001000\nNoNewPrivs:\t0\n"
 	// Docker's default set plus NET_ADMIN (bit 12) and NET_RAW (13).
 	initStatus = "Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nCapInh:\t0000000000000000\nCapPrm:\t00000000a80435fb\nCapEff:\t00000000a80435fb\nCapBnd:\t00000000a80435fb\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\n"
@@ -68,6 +69,7 @@ func world(t *testing.T) (string, map[string]string) {
 		"/proc/self/status":                        userStatus,
 		"/proc/1/status":                           initStatus,
 		"/proc/42/status":                          dnsStatus,
+		"/proc/43/status":                          gateStatus,
 		"/proc/net/if_inet6":                       "00000000000000000000000000000001 01 80 10 80       lo\n",
 		"/proc/sys/net/ipv6/conf/all/disable_ipv6": "0\n",
 		"/proc/self/mountinfo":                     mountinfo,
@@ -89,7 +91,7 @@ func TestRun(t *testing.T) {
 	}{
 		{
 			name:     "fenced, as the user",
-			want:     map[string]Level{"container": OK, "fence": OK, "dns filter": OK, "user": OK, "capabilities": OK, "no_new_privs": OK, "container capabilities": OK, "rules": Info, "ipv6": OK, "sudo": OK, "setuid binaries": Info, "read-only mounts": OK, "policy": Info, "sandbox (bwrap)": Info},
+			want:     map[string]Level{"container": OK, "fence": OK, "dns filter": OK, "name gate": OK, "user": OK, "capabilities": OK, "no_new_privs": OK, "container capabilities": OK, "rules": Info, "ipv6": OK, "sudo": OK, "setuid binaries": Info, "read-only mounts": OK, "policy": Info, "sandbox (bwrap)": Info},
 			enforced: true,
 			detail:   "fenced and verified at 2026-01-02T03:04:05Z (entrypoint took 87.5 ms)",
 		},
@@ -113,6 +115,12 @@ func TestRun(t *testing.T) {
 			edit:   func(f map[string]string, _ *fakeSys) { delete(f, "/proc/42/status") },
 			want:   map[string]Level{"dns filter": Fail},
 			detail: "denied (fail closed, not open)",
+		},
+		{
+			name:   "name gate down",
+			edit:   func(f map[string]string, _ *fakeSys) { delete(f, "/proc/43/status") },
+			want:   map[string]Level{"name gate": Fail, "dns filter": OK},
+			detail: "TCP to allowed names is refused (fail closed, not open)",
 		},
 		{
 			name:   "dns filter a zombie",
@@ -200,7 +208,8 @@ func TestRun(t *testing.T) {
 			if _, ok := files["/usr/bin/passwd"]; ok {
 				os.Chmod(filepath.Join(root, "/usr/bin/passwd"), 0o755|os.ModeSetuid)
 			}
-			rep := Run(context.Background(), sys, Options{StatusPath: "/run/devbox/status", PolicyPath: "/etc/devbox/policy.json", Workspace: ws, DNSUID: 998})
+			rep := Run(context.Background(), sys, Options{StatusPath: "/run/devbox/status", PolicyPath: "/etc/devbox/policy.json", Workspace: ws, DNSUID: 998, GateUID: 997,
+				GateHealth: func(context.Context) (string, error) { return "12 passed, 3 refused", nil }})
 			got := map[string]Level{}
 			for _, f := range rep.Findings {
 				if _, seen := got[f.Check]; !seen {

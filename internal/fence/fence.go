@@ -1,7 +1,7 @@
 // Package fence installs devbox's egress fence in the current network
 // namespace, as one list of steps run in order: load the firewall's rules
-// and sets, start the DNS filter (and warm the allowed names), and, for the
-// entrypoint, prove the fence from inside. `devbox entrypoint` and `devbox
+// and sets, start the DNS filter (and warm the allowed names), start the
+// name gate, and, for the entrypoint, prove the fence from inside. `devbox entrypoint` and `devbox
 // firewall apply` both run this list.
 //
 // It fails closed: when a step fails, the steps after it do not run and the
@@ -102,6 +102,17 @@ func (f *Fence) Steps() []Step {
 			}
 			return fmt.Sprintf("DNS filter running, pid %d", pid), nil
 		}})
+		if cfg.Gate {
+			steps = append(steps, Step{"gate", func(ctx context.Context) (string, error) {
+				// Like StartDNS, StartGate stops only the gate its pidfile
+				// names (pid and start time).
+				pid, err := firewall.StartGate(ctx, cfg, firewall.DaemonOptions{Command: []string{f.o.Self, "firewall", "gate"}})
+				if err != nil {
+					return "", err
+				}
+				return fmt.Sprintf("name gate running, pid %d", pid), nil
+			}})
+		}
 	}
 	if f.o.Verify != nil {
 		targets := *f.o.Verify

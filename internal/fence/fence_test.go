@@ -27,6 +27,8 @@ func TestSteps(t *testing.T) {
 		{Options{}, []string{"apply", "dns"}},
 		{Options{NoDNS: true}, []string{"apply"}},
 		{Options{Verify: &firewall.Targets{}}, []string{"apply", "dns", "verify"}},
+		{Options{Config: firewall.Config{Gate: true}, Verify: &firewall.Targets{}}, []string{"apply", "dns", "gate", "verify"}},
+		{Options{Config: firewall.Config{Gate: true}, NoDNS: true}, []string{"apply"}},
 	} {
 		if got := names(New(tc.o).Steps()); !slices.Equal(got, tc.want) {
 			t.Errorf("Steps(%+v) = %q, want %q", tc.o, got, tc.want)

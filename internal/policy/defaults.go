@@ -87,6 +87,7 @@ var defaultNotes = []struct{ path, what string }{
 	{"network.dns.upstream", "the resolvers in the container's /etc/resolv.conf when the firewall starts"},
 	{"network.log.blocked", "true"},
 	{"network.log.file", DefaultLogFile},
+	{"network.quic", "false: UDP to allowed names' addresses is blocked; QUIC clients fall back to TCP"},
 	{"sandbox.enabled", "false"},
 	{"sandbox.allowWrite", "only the workspace and /tmp"},
 	{"sandbox.denyWrite", "only the mandatory list"},

@@ -451,6 +451,11 @@ func (d *decoder) network(v *hujson.Value, path string, n *Network, notes *decod
 				field{"file", func(v *hujson.Value, path string) { d.checked(v, path, &n.Log.File, checkLogFile) }},
 			)
 		}},
+		field{"quic", func(v *hujson.Value, path string) {
+			if b, ok := d.boolean(v, path); ok {
+				n.QUIC = b
+			}
+		}},
 	)
 }
 

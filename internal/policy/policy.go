@@ -65,6 +65,10 @@ type Network struct {
 	DNS DNS `json:"dns"`
 	// Log configures the blocked-connection log.
 	Log Log `json:"log"`
+	// QUIC lets UDP reach allowed names' addresses. Off by default: the
+	// name gate checks TCP only (TLS SNI, HTTP Host), and QUIC's name is
+	// where it cannot read it, so clients fall back to TCP.
+	QUIC bool `json:"quic"`
 }
 
 // DNS configures where the DNS filter forwards allowed queries.
