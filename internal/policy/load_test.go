@@ -68,6 +68,8 @@ func TestParseErrors(t *testing.T) {
 		{"uid 0", `{"image": {"user": {"uid": 0}}}`, `p:1:28: image.user.uid: 0: 0 is root: the agent never runs as root`},
 		{"uid too big", `{"image": {"user": {"uid": 60001}}}`, `p:1:28: image.user.uid: 60001: want 1..60000`},
 		{"gid reserved", `{"image": {"user": {"gid": 998}}}`, `p:1:28: image.user.gid: 998: 998 is reserved for the DNS filter's account devbox-dns`},
+		{"uid of the gate", `{"image": {"user": {"uid": 997}}}`, `p:1:28: image.user.uid: 997: 997 is reserved for the name gate's account devbox-gate`},
+		{"name of the gate", `{"image": {"user": {"name": "devbox-gate"}}}`, `p:1:29: image.user.name: "devbox-gate": this name belongs to a system account of the image`},
 		{"root user", `{"image": {"user": {"name": "root"}}}`, `p:1:29: image.user.name: "root": the agent never runs as root: pick a non-root user name`},
 		{"system user", `{"image": {"user": {"name": "nobody"}}}`, `p:1:29: image.user.name: "nobody": this name belongs to a system account of the image`},
 		{"bad user", `{"image": {"user": {"name": "Dev"}}}`, `p:1:29: image.user.name: "Dev": not a portable user name (lower-case letter or "_" first, then lower-case letters, digits, "_" or "-", at most 32 characters)`},

@@ -7,6 +7,8 @@ import (
 	"path"
 	"regexp"
 	"strings"
+
+	"github.com/devbox-dev/devbox/internal/layout"
 )
 
 // Each check returns the canonical value, or a reason the value is wrong.
@@ -89,7 +91,7 @@ var systemUsers = map[string]bool{
 	"root": true, "daemon": true, "bin": true, "sys": true, "sync": true, "games": true,
 	"man": true, "lp": true, "mail": true, "news": true, "uucp": true, "proxy": true,
 	"www-data": true, "backup": true, "list": true, "irc": true, "gnats": true,
-	"nobody": true, "_apt": true, reservedUser: true,
+	"nobody": true, "_apt": true, reservedUser: true, layout.GateUser: true, layout.GatewayUser: true,
 }
 
 func checkUserName(s string) (string, string) {
@@ -113,6 +115,12 @@ func checkID(n int) string {
 		return "want 1..60000"
 	case n == reservedID:
 		return fmt.Sprintf("%d is reserved for the DNS filter's account %s", reservedID, reservedUser)
+	case n == layout.GateUID:
+		// The rules let this uid reach allowed names' addresses past the
+		// name gate.
+		return fmt.Sprintf("%d is reserved for the name gate's account %s", n, layout.GateUser)
+	case n == layout.GatewayUID:
+		return fmt.Sprintf("%d is reserved for the credential gateway's account %s", n, layout.GatewayUser)
 	}
 	return ""
 }
