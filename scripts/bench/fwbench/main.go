@@ -1,7 +1,10 @@
 // Command fwbench is the firewall benchmarks' load generator: "dns" sends
 // queries at a server for a duration and prints qps and latency
-// percentiles; "conn" times TCP connection setup. scripts/bench/firewall.sh
-// runs it inside test namespaces; it only talks to the addresses it is given.
+// percentiles; "conn" times TCP connection setup. For the name gate
+// (scripts/bench/gate.sh): "serve" runs the world's HTTP(S) servers,
+// "setup" times connect-to-first-answer, "throughput" times a download,
+// "idle" holds connections open. The scripts run it inside test
+// namespaces; it only talks to the addresses it is given.
 package main
 
 import (
@@ -18,7 +21,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: fwbench dns|conn [flags]")
+		fmt.Fprintln(os.Stderr, "usage: fwbench dns|conn|serve|setup|throughput|idle [flags]")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -26,6 +29,14 @@ func main() {
 		benchDNS(os.Args[2:])
 	case "conn":
 		benchConn(os.Args[2:])
+	case "serve":
+		serveGate(os.Args[2:])
+	case "setup":
+		benchSetup(os.Args[2:])
+	case "throughput":
+		benchThroughput(os.Args[2:])
+	case "idle":
+		holdIdle(os.Args[2:])
 	default:
 		fmt.Fprintln(os.Stderr, "fwbench: unknown mode", os.Args[1])
 		os.Exit(2)
