@@ -135,6 +135,7 @@ type planner struct {
 	writable  []string        // writable roots, real paths
 	protected map[string]Kind // deny-write real paths → kind, or placeholder kind when missing
 	missing   map[string]bool // protected paths that do not exist yet
+	done      map[string]bool // protected paths with a read-only mount
 }
 
 func (pl *planner) notef(format string, args ...any) {
@@ -163,6 +164,22 @@ func (pl *planner) expand(entry string) ([]string, error) {
 	return glob(pl.fsys, p)
 }
 
+// want is a path to protect, as the plan first sees it.
+type want struct {
+	entry string // the list entry it comes from, for messages
+	path  string
+	kind  Kind // the placeholder's kind if it is missing
+}
+
+// prot is a want with its path resolved.
+type prot struct {
+	want
+	r resolved
+}
+
+// plan resolves the lists in the order the decisions depend on each other:
+// what is hidden, what is protected, what is writable (deny wins over
+// allow), then the mounts that make it so.
 func (pl *planner) plan() (Spec, error) {
 	ws, err := resolve(pl.fsys, pl.cfg.Workspace)
 	if err != nil {
@@ -171,36 +188,79 @@ func (pl *planner) plan() (Spec, error) {
 	if ws.Kind != Dir {
 		return Spec{}, fmt.Errorf("sandbox: workspace %s is not a directory", pl.cfg.Workspace)
 	}
+	if err := pl.hide(ws.Real); err != nil {
+		return Spec{}, err
+	}
+	prots, err := pl.protect(ws.Real)
+	if err != nil {
+		return Spec{}, err
+	}
+	if err := pl.allowWrite(); err != nil {
+		return Spec{}, err
+	}
+	var mounts []Mount
+	for _, p := range pl.writable {
+		mounts = append(mounts, Mount{Op: Bind, Path: p})
+	}
+	ro, err := pl.readOnlyMounts(prots)
+	if err != nil {
+		return Spec{}, err
+	}
+	mounts = append(mounts, ro...)
+	mounts = append(mounts, pl.pins(ro)...)
+	mounts = append(mounts, pl.hideMounts()...)
+	sortMounts(mounts)
+	mounts = dedupe(mounts)
 
-	// 1. Hidden paths. Missing ones have nothing to hide.
+	dir := pl.cfg.Workspace
+	if pl.cfg.Dir != "" {
+		dir = pl.cfg.Dir
+	}
+	sort.Strings(pl.notes)
+	return Spec{
+		Mounts:        mounts,
+		Dir:           dir,
+		NoNetwork:     pl.cfg.NoNetwork,
+		NewSession:    pl.cfg.NewSession,
+		Proc:          !pl.cfg.Weaker,
+		DisableUserns: !pl.cfg.Weaker,
+		Command:       pl.cfg.Command,
+		Notes:         pl.notes,
+	}, nil
+}
+
+// hide fills pl.hidden from denyRead. Missing paths have nothing to hide;
+// an entry that would hide the workspace ws is an error.
+func (pl *planner) hide(ws string) error {
 	pl.hidden = map[string]Kind{}
 	for _, e := range pl.cfg.DenyRead {
 		ps, err := pl.expand(e)
 		if err != nil {
-			return Spec{}, err
+			return err
 		}
 		for _, p := range ps {
 			r, err := resolve(pl.fsys, p)
 			if err != nil {
-				return Spec{}, err
+				return err
 			}
 			if r.Kind == Missing {
 				continue
 			}
-			if under(ws.Real, r.Real) {
-				return Spec{}, fmt.Errorf("sandbox: denyRead entry %q hides the workspace %s", e, ws.Real)
+			if under(ws, r.Real) {
+				return fmt.Errorf("sandbox: denyRead entry %q hides the workspace %s", e, ws)
 			}
 			pl.hidden[r.Real] = r.Kind
 		}
 	}
+	return nil
+}
 
-	// 2. Protected paths, mandatory and from the policy. Symlinks are
-	// checked once the writable roots are known.
-	type want struct {
-		entry string
-		path  string
-		kind  Kind // placeholder kind if missing
-	}
+// protect lists the protected paths — the mandatory ones at the home and
+// the workspace root (missing ones included), the dangerous names that
+// exist deeper in the workspace ws, and denyWrite — resolves them and fills
+// pl.protected and pl.missing. Symlinks are checked once the writable roots
+// are known.
+func (pl *planner) protect(ws string) ([]prot, error) {
 	var wants []want
 	for _, n := range MandatoryHomeDenyWrite {
 		wants = append(wants, want{"~/" + n, path.Join(pl.cfg.Home, n), placeholderKind(n)})
@@ -209,14 +269,28 @@ func (pl *planner) plan() (Spec, error) {
 		wants = append(wants, want{n, path.Join(pl.cfg.Workspace, n), placeholderKind(n)})
 		if d := pl.cfg.Dir; d != "" && path.Clean(d) != path.Clean(pl.cfg.Workspace) {
 			// A command started in a sub-project: its own .git/hooks and
-			// friends matter as much as the workspace's.
+			// friends are protected even before they exist.
 			wants = append(wants, want{n, path.Join(d, n), placeholderKind(n)})
 		}
+	}
+	err := findDangerous(pl.fsys, ws, false, func(p string, k Kind) {
+		rel := strings.TrimPrefix(p, ws+"/")
+		switch {
+		case k != Missing:
+			wants = append(wants, want{rel, p, k})
+		case path.Base(p) == "hooks":
+			// A repository's hooks directory, missing: denied before there
+			// are any, as for the root's.
+			wants = append(wants, want{rel, p, Dir})
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	for _, e := range pl.cfg.DenyWrite {
 		ps, err := pl.expand(e)
 		if err != nil {
-			return Spec{}, err
+			return nil, err
 		}
 		for _, p := range ps {
 			k := File
@@ -226,17 +300,13 @@ func (pl *planner) plan() (Spec, error) {
 			wants = append(wants, want{e, p, k})
 		}
 	}
-	type prot struct {
-		want
-		r resolved
-	}
 	var prots []prot
 	pl.protected = map[string]Kind{}
 	pl.missing = map[string]bool{}
 	for _, w := range wants {
 		r, err := resolve(pl.fsys, w.path)
 		if err != nil {
-			return Spec{}, err
+			return nil, err
 		}
 		prots = append(prots, prot{w, r})
 		if r.Kind == Missing {
@@ -246,14 +316,17 @@ func (pl *planner) plan() (Spec, error) {
 			pl.protected[r.Real] = r.Kind
 		}
 	}
+	return prots, nil
+}
 
-	// 3. Writable roots. Deny wins over allow: a root inside a hidden or
-	// protected path is left out.
+// allowWrite fills pl.writable: the workspace, /tmp and allowWrite. Deny
+// wins over allow: a root inside a hidden or protected path is left out.
+func (pl *planner) allowWrite() error {
 	roots := []string{pl.cfg.Workspace, "/tmp"}
 	for _, e := range pl.cfg.AllowWrite {
 		ps, err := pl.expand(e)
 		if err != nil {
-			return Spec{}, err
+			return err
 		}
 		roots = append(roots, ps...)
 	}
@@ -261,7 +334,7 @@ func (pl *planner) plan() (Spec, error) {
 	for i, p := range roots {
 		r, err := resolve(pl.fsys, p)
 		if err != nil {
-			return Spec{}, err
+			return err
 		}
 		if r.Kind == Missing {
 			pl.notef("allowWrite %s does not exist: not writable", p)
@@ -282,29 +355,30 @@ func (pl *planner) plan() (Spec, error) {
 			pl.writable = append(pl.writable, r.Real)
 		}
 	}
+	return nil
+}
 
+// readOnlyMounts are the protected paths' mounts, where they matter: only
+// inside writable roots (everything else is read-only already) and not
+// under a hidden path. A protected path reached through a symlink that a
+// sandboxed command could replace is an error.
+func (pl *planner) readOnlyMounts(prots []prot) ([]Mount, error) {
 	var mounts []Mount
-	for _, p := range pl.writable {
-		mounts = append(mounts, Mount{Op: Bind, Path: p})
-	}
-
-	// 4. Protected mounts, where they matter: only inside writable roots
-	// (everything else is read-only already) and not under a hidden path.
-	done := map[string]bool{}
+	pl.done = map[string]bool{}
 	for _, pr := range prots {
 		for _, l := range pr.r.Links {
 			if pl.isWritable(path.Dir(l)) {
-				return Spec{}, fmt.Errorf("sandbox: %s: %s is a symbolic link in a writable directory, so a sandboxed command could replace it and write where the link pointed; replace the link by what it points to: %w", pr.path, l, ErrReplaceableLink)
+				return nil, fmt.Errorf("sandbox: %s: %s is a symbolic link in a writable directory, so a sandboxed command could replace it and write where the link pointed; replace the link by what it points to: %w", pr.path, l, ErrReplaceableLink)
 			}
 		}
 		real := pr.r.Real
-		if done[real] || pl.coveredBy(real, pl.hidden) != "" {
+		if pl.done[real] || pl.coveredBy(real, pl.hidden) != "" {
 			continue
 		}
 		if !pl.isWritable(real) && !pl.holdsWritable(real) {
 			continue
 		}
-		done[real] = true
+		pl.done[real] = true
 		m := Mount{Op: ReadOnly, Path: real}
 		if pl.missing[real] {
 			// Below another protected path that exists, creating it is
@@ -316,33 +390,40 @@ func (pl *planner) plan() (Spec, error) {
 		}
 		mounts = append(mounts, m)
 	}
+	return mounts, nil
+}
 
-	// 4b. Pins. A read-only mount protects a path, not the directories
-	// above it: renaming .git away and making a new .git/hooks would get
-	// around it. A directory that is a mount point cannot be renamed (EBUSY),
-	// so every directory between the writable root and a protected path is
-	// bound onto itself, writable as before.
+// pins are the binds that keep read-only mounts where they are. A read-only
+// mount protects a path, not the directories above it: renaming .git away
+// and making a new .git/hooks would get around it. A directory that is a
+// mount point cannot be renamed (EBUSY), so every directory between the
+// writable root and a protected path is bound onto itself, writable as
+// before.
+func (pl *planner) pins(ro []Mount) []Mount {
 	pinned := map[string]bool{}
-	for _, m := range mounts {
-		if m.Op != ReadOnly {
-			continue
-		}
+	for _, m := range ro {
 		root := pl.writableRoot(m.Path)
 		if root == "" {
 			continue
 		}
 		for d := path.Dir(m.Path); d != root && under(d, root) && !pinned[d]; d = path.Dir(d) {
-			if done[d] || pl.coveredBy(d, pl.hidden) != "" {
+			if pl.done[d] || pl.coveredBy(d, pl.hidden) != "" {
 				continue
 			}
 			pinned[d] = true
 		}
 	}
+	var mounts []Mount
 	for d := range pinned {
 		mounts = append(mounts, Mount{Op: Bind, Path: d})
 	}
+	return mounts
+}
 
-	// 5. Hidden paths.
+// hideMounts hide the denyRead paths: an empty tmpfs over a directory,
+// /dev/null over a file.
+func (pl *planner) hideMounts() []Mount {
+	var mounts []Mount
 	for p, k := range pl.hidden {
 		if k == Dir {
 			mounts = append(mounts, Mount{Op: HideDir, Path: p})
@@ -350,9 +431,12 @@ func (pl *planner) plan() (Spec, error) {
 			mounts = append(mounts, Mount{Op: HideFile, Path: p})
 		}
 	}
+	return mounts
+}
 
-	// The most specific path wins: shallower mounts first, and at one path
-	// a deny after an allow.
+// sortMounts orders mounts so that the most specific path wins: shallower
+// mounts first, and at one path a deny after an allow.
+func sortMounts(mounts []Mount) {
 	sort.SliceStable(mounts, func(i, j int) bool {
 		di, dj := depth(mounts[i].Path), depth(mounts[j].Path)
 		if di != dj {
@@ -363,23 +447,6 @@ func (pl *planner) plan() (Spec, error) {
 		}
 		return mounts[i].Op < mounts[j].Op
 	})
-	mounts = dedupe(mounts)
-
-	dir := pl.cfg.Workspace
-	if pl.cfg.Dir != "" {
-		dir = pl.cfg.Dir
-	}
-	sort.Strings(pl.notes)
-	return Spec{
-		Mounts:        mounts,
-		Dir:           dir,
-		NoNetwork:     pl.cfg.NoNetwork,
-		NewSession:    pl.cfg.NewSession,
-		Proc:          !pl.cfg.Weaker,
-		DisableUserns: !pl.cfg.Weaker,
-		Command:       pl.cfg.Command,
-		Notes:         pl.notes,
-	}, nil
 }
 
 // existing returns the entries of m that are not in missing.
