@@ -22,7 +22,12 @@ var runCommand = &cli.Command{
 policy's sandbox.allowWrite; the policy's sandbox.denyRead hidden; and a mandatory
 list of files that run later (shell start-up files, .git/hooks, .git/config,
 .mcp.json, .claude/commands, .vscode, ...) read-only whatever the policy says,
-including those that do not exist yet. The command's exit status is devbox's.
+including those that do not exist yet at the workspace root, and those that
+exist at launch at any depth of the workspace. The run ends with an audit of
+those dangerous paths (nested .git/hooks and .git/config, .mcp.json, shell rc
+files, .claude/*, ...): any created or changed during the run is printed and
+devbox exits non-zero (1, or the command's own non-zero status) unless
+--accept-new-paths is given. Otherwise the command's exit status is devbox's.
 
 The policy is --policy, else ` + layout.PolicyPath + ` (inside a devbox container), else
 ./` + policy.DefaultFileName + ` or ./.devcontainer/` + policy.DefaultFileName + `, else the defaults.`,
@@ -31,6 +36,7 @@ The policy is --policy, else ` + layout.PolicyPath + ` (inside a devbox containe
 		&cli.StringFlag{Name: "workspace", Usage: "writable workspace (default: the current directory)"},
 		&cli.BoolFlag{Name: "no-network", Usage: "no network at all: only a private loopback"},
 		&cli.StringFlag{Name: "bwrap", Value: "bwrap", Usage: "bubblewrap binary"},
+		&cli.BoolFlag{Name: "accept-new-paths", Usage: "report dangerous paths created or changed during the run, but do not fail because of them"},
 		&cli.BoolFlag{Name: "explain", Usage: "print the bwrap command line and what was left out, and run nothing"},
 		&cli.BoolFlag{Name: "print-seccomp", Usage: "print the seccomp profile a container needs for bubblewrap (--security-opt seccomp=FILE) and exit"},
 		&cli.BoolFlag{Name: "print-claude-settings", Usage: "print Claude Code's managed settings for the policy and exit"},
@@ -118,9 +124,25 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
+	before, err := sandbox.TakeSnapshot(ws)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
 	code, err := sandbox.Run(c.Context, bwrap, spec, sandbox.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
+	}
+	after, err := sandbox.TakeSnapshot(ws)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("devbox run: %v", err), max(code, 1))
+	}
+	if changes := before.Changes(after); len(changes) > 0 {
+		for _, ch := range changes {
+			fmt.Fprintf(c.App.ErrWriter, "devbox run: AUDIT: %s during the run (something may run it later, outside the sandbox)\n", ch)
+		}
+		if !c.Bool("accept-new-paths") {
+			return cli.Exit(fmt.Sprintf("devbox run: %d dangerous path(s) created or changed during the run; review them, or pass --accept-new-paths", len(changes)), max(code, 1))
+		}
 	}
 	if code != 0 {
 		// An ExitCoder with no message: urfave/cli exits with the code and

@@ -27,9 +27,13 @@ const maxHashed = 1 << 20
 
 // TakeSnapshot snapshots the dangerous paths under root, a workspace.
 func TakeSnapshot(root string) (Snapshot, error) {
+	root, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: audit: %w", err)
+	}
 	s := Snapshot{}
 	var errs []error
-	err := findDangerous(OSFS{}, root, true, func(p string, k Kind) {
+	err = findDangerous(OSFS{}, root, true, func(p string, k Kind) {
 		if k == Missing {
 			return
 		}

@@ -357,3 +357,89 @@ func TestE2ETerminal(t *testing.T) {
 		}
 	})
 }
+
+// file writes rel under the workspace, owned by the box's user.
+func (b *box) file(rel, content string) string {
+	b.t.Helper()
+	p := filepath.Join(b.ws, rel)
+	write(b.t, p, content, 0o644)
+	if b.cred != nil {
+		for d := p; d != b.ws; d = filepath.Dir(d) {
+			os.Lchown(d, b.uid, b.uid)
+		}
+	}
+	return p
+}
+
+// The mandatory denies hold at any depth of the workspace, for what exists
+// at launch, as sandbox-runtime's do (and deeper: it stops at 3 levels).
+func TestE2EMandatoryDenyAtDepth(t *testing.T) {
+	forEachUser(t, func(t *testing.T, b *box) {
+		var paths []string
+		for _, rel := range []string{
+			".bashrc", ".ripgreprc", // the root's, existing
+			"sub/.bashrc", "sub/.profile", "sub/.mcp.json", "sub/.gitmodules", "sub/.gitconfig",
+			"a/b/c/d/e/.zshrc", "sub/.vscode/settings.json", "sub/.idea/workspace.xml",
+			"sub/.claude/commands/x.md", "sub/.claude/agents/y.md",
+			"vendor/lib/.git/config", "vendor/lib/.git/hooks/pre-commit",
+		} {
+			paths = append(paths, b.file(rel, "# original\n"))
+		}
+		b.file("vendor/lib/.git/HEAD", "ref: refs/heads/main\n")
+		for _, p := range paths {
+			// One run per path keeps this test short; each attack fails on
+			// its own, whatever the previous one did.
+			b.run(strings.Join(attacks(p), "; "), "--accept-new-paths")
+			for _, c := range []string{p, filepath.Join(p, "x")} {
+				if got, err := os.ReadFile(c); err == nil && strings.Contains(string(got), "evil") {
+					t.Errorf("%s was written from inside the sandbox", c)
+				}
+			}
+			if got, err := os.ReadFile(p); err != nil || string(got) != "# original\n" {
+				t.Errorf("%s after the attacks: %q, %v; want it unchanged", p, got, err)
+			}
+		}
+		// The control: an ordinary file beside them is writable.
+		if out, code := b.run("echo ok > sub/notes.txt"); code != 0 {
+			t.Errorf("writing sub/notes.txt: status %d\n%s", code, out)
+		}
+	})
+}
+
+// What appears during the run, where no mount could be, is reported by the
+// run-end audit, which fails the run unless --accept-new-paths is given.
+func TestE2ERunEndAudit(t *testing.T) {
+	forEachUser(t, func(t *testing.T, b *box) {
+		b.file("sub/.vscode/settings.json", "{}\n")
+		out, code := b.run("mkdir -p clone/.git/hooks && echo evil > clone/.git/hooks/post-checkout && echo '[core]' > clone/.git/config && " +
+			"mkdir -p deep/x && echo evil > deep/x/.mcp.json && mkdir -p p/.claude/commands && echo evil > p/.claude/commands/c.md && echo fine > deep/x/notes.txt")
+		if code != 1 {
+			t.Errorf("dangerous paths created during the run: status %d, want 1\n%s", code, out)
+		}
+		for _, rel := range []string{"clone/.git/hooks/post-checkout", "clone/.git/config", "deep/x/.mcp.json", "p/.claude/commands/c.md"} {
+			if !strings.Contains(out, "AUDIT: created "+filepath.Join(b.ws, rel)+" ") {
+				t.Errorf("the audit does not report %s:\n%s", rel, out)
+			}
+		}
+		if strings.Contains(out, "notes.txt") {
+			t.Errorf("the audit reports an ordinary file:\n%s", out)
+		}
+		// The command's own failure wins over the audit's status.
+		if out, code := b.run("echo evil > deep/x/.bashrc; exit 42"); code != 42 || !strings.Contains(out, "AUDIT: created "+filepath.Join(b.ws, "deep/x/.bashrc")) {
+			t.Errorf("exit 42 with a new .bashrc: status %d, want 42 and the audit line\n%s", code, out)
+		}
+		// Accepted: reported, not failed.
+		out, code = b.run("mkdir -p other/.git/hooks && echo evil > other/.git/hooks/pre-push", "--accept-new-paths")
+		if code != 0 || !strings.Contains(out, "AUDIT: created "+filepath.Join(b.ws, "other/.git/hooks/pre-push")) {
+			t.Errorf("--accept-new-paths: status %d, want 0 and the audit line\n%s", code, out)
+		}
+		// What the last run created is protected from the next run on.
+		if out, code := b.run("echo evil >> clone/.git/hooks/post-checkout"); code == 0 || strings.Contains(out, "AUDIT") {
+			t.Errorf("a hook made in an earlier run is writable in the next: status %d\n%s", code, out)
+		}
+		// Nothing dangerous touched: nothing reported.
+		if out, code := b.run("echo ok > deep/x/notes.txt"); code != 0 || strings.Contains(out, "AUDIT") {
+			t.Errorf("an ordinary write: status %d\n%s", code, out)
+		}
+	})
+}
