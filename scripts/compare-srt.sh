@@ -11,7 +11,8 @@
 # Each case gets a fresh temporary HOME and workspace (never the real
 # ones), runs one attack inside the sandbox, and is judged from outside:
 # "blocked" when the secret was not printed / the file was not written,
-# "LEAKED" or "WRITTEN" otherwise. Both tools get the same lists: deny
+# "LEAKED" or "WRITTEN" otherwise; "+audit" when devbox's run-end audit
+# reported the write (and failed the run). Both tools get the same lists: deny
 # reading ~/.ssh ~/.aws ~/.netrc **/.env; write the workspace, the home and
 # /tmp; no network. Only loopback is used (a listener on 127.0.0.1).
 # Needs bwrap, socat (srt), bash, git, python3 (the loopback listener).
@@ -51,6 +52,13 @@ fixture() {
 	echo "$SECRET" >"$W/app/.env"
 	echo outside >"$O/file"
 	(cd "$W" && git init -q . && echo "package main" >main.go)
+	# Dangerous names below the root, existing at launch: a nested
+	# repository (a vendored or cloned one), editor and shell settings.
+	mkdir -p "$W/sub/repo/.git/hooks" "$W/sub/.vscode" "$W/a/b/c/d"
+	(cd "$W/sub/repo" && git init -q .)
+	echo "# rc" >"$W/sub/.bashrc"
+	echo "{}" >"$W/sub/.vscode/settings.json"
+	echo "{}" >"$W/a/b/c/d/.mcp.json"
 	ln -s "$H/.ssh" "$W/keys"
 	ln -s .git/hooks "$W/hooks"
 	cat >"$d/policy.jsonc" <<EOF
@@ -95,12 +103,16 @@ judge_write() {
 	attack=$(printf '%s' "$2" | sed "s|\\\$H|$H|g; s|\\\$W|$W|g; s|\\\$O|$O|g")
 	landing=$(printf '%s' "$3" | sed "s|\\\$H|$H|g; s|\\\$W|$W|g; s|\\\$O|$O|g")
 	inbox "$1" "$d" "$attack" >/dev/null 2>&1 || true
-	if [ -L "$landing" ] || grep -qs evil "$landing" || grep -qs evil "$landing/x" 2>/dev/null; then echo WRITTEN; else echo blocked; fi
+	if [ -L "$landing" ] || grep -qs evil "$landing" || grep -qs evil "$landing/x" 2>/dev/null; then r=WRITTEN; else r=blocked; fi
+	# devbox's run-end audit: the write happened, but the run failed and
+	# said where.
+	if [ "$1" = devbox ] && grep -qs "AUDIT: .*$landing" "$d/stderr"; then r="$r+audit"; fi
+	echo "$r"
 }
 
 n=0
 row() { # CASE WANT DEVBOX SRT
-	printf '%-52s %-9s %-9s %-9s\n' "$1" "$2" "$3" "$4"
+	printf '%-52s %-14s %-14s %-9s\n' "$1" "$2" "$3" "$4"
 }
 cmp_read() { n=$((n + 1)); row "read $2" blocked "$(judge_read devbox "$1")" "$(judge_read srt "$1")"; }
 cmp_write() { n=$((n + 1)); row "$1" "${4:-blocked}" "$(judge_write devbox "$2" "$3")" "$(judge_write srt "$2" "$3")"; }
@@ -127,6 +139,16 @@ cmp_write "create .vscode/settings.json (missing)" 'mkdir -p $W/.vscode && echo 
 cmp_write "create .claude/commands/x.md (missing)" 'mkdir -p $W/.claude/commands && echo evil > $W/.claude/commands/x.md' '$W/.claude/commands/x.md'
 cmp_write "create .devcontainer/devcontainer.json" 'mkdir -p $W/.devcontainer && echo evil > $W/.devcontainer/devcontainer.json' '$W/.devcontainer/devcontainer.json'
 cmp_write "replace .mcp.json by a symlink" 'rm -f $W/.mcp.json; ln -s /tmp/evil $W/.mcp.json' '$W/.mcp.json'
+cmp_write "create .bashrc at the workspace root" 'echo evil > $W/.bashrc' '$W/.bashrc'
+cmp_write "write sub/.bashrc (exists, depth 1)" 'echo evil >> $W/sub/.bashrc' '$W/sub/.bashrc'
+cmp_write "write sub/.vscode/settings.json (exists)" 'echo evil > $W/sub/.vscode/settings.json' '$W/sub/.vscode/settings.json'
+cmp_write "write sub/repo/.git/config (nested repo)" 'echo evil >> $W/sub/repo/.git/config' '$W/sub/repo/.git/config'
+cmp_write "create sub/repo/.git/hooks/pre-commit" 'echo evil > $W/sub/repo/.git/hooks/pre-commit' '$W/sub/repo/.git/hooks/pre-commit'
+cmp_write "write a/b/c/d/.mcp.json (exists, depth 4)" 'echo evil > $W/a/b/c/d/.mcp.json' '$W/a/b/c/d/.mcp.json'
+# Created during the run: no mount can be there; devbox's audit reports it
+# and fails the run (+audit), srt says nothing.
+cmp_write "git init new/, then add a hook (run-time)" 'git init -q $W/new && echo evil > $W/new/.git/hooks/pre-commit' '$W/new/.git/hooks/pre-commit' "WRITTEN+audit"
+cmp_write "mkdir x/y, then x/y/.mcp.json (run-time)" 'mkdir -p $W/x/y && echo evil > $W/x/y/.mcp.json' '$W/x/y/.mcp.json' "WRITTEN+audit"
 cmp_write "write outside writable paths" 'echo evil > $O/file' '$O/file'
 # The control: if a tool does not run at all, every row above reads
 # "blocked"; this row must read WRITTEN for the table to mean anything.
