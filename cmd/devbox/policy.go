@@ -4,9 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -24,22 +21,14 @@ var policyCommand = &cli.Command{
 	},
 }
 
-// policySearchPath is where the policy commands look when given no FILE, in
-// order: where `devbox init` writes it, then the repository root.
-var policySearchPath = []string{
-	filepath.Join(".devcontainer", policy.DefaultFileName),
-	policy.DefaultFileName,
-}
-
-// findPolicy returns the first policy file of policySearchPath that exists,
-// or an error wrapping policy.ErrNoPolicy that says where it looked.
+// findPolicy returns the policy a command given no FILE reads:
+// policy.Find in the current directory.
 func findPolicy() (string, error) {
-	for _, p := range policySearchPath {
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
+	p, err := policy.Find(".")
+	if err != nil {
+		return "", fmt.Errorf("%w; run `devbox init` or give a FILE", err)
 	}
-	return "", fmt.Errorf("%w: looked for %s; run `devbox init` or give a FILE", policy.ErrNoPolicy, strings.Join(policySearchPath, " and "))
+	return p, nil
 }
 
 var policyValidateCommand = &cli.Command{

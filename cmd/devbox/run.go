@@ -29,8 +29,9 @@ files, .claude/*, ...): any created or changed during the run is printed and
 devbox exits non-zero (1, or the command's own non-zero status) unless
 --accept-new-paths is given. Otherwise the command's exit status is devbox's.
 
-The policy is --policy, else ` + layout.PolicyPath + ` (inside a devbox container), else
-./` + policy.DefaultFileName + ` or ./.devcontainer/` + policy.DefaultFileName + `, else the defaults.`,
+The policy is --policy, else ` + layout.PolicyPath + ` (inside a devbox container: the
+policy the fence enforces), else ./.devcontainer/` + policy.DefaultFileName + ` or
+./` + policy.DefaultFileName + ` (the first that exists, as for every command), else the defaults.`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "policy", Usage: "policy file (see above for the default)"},
 		&cli.StringFlag{Name: "workspace", Usage: "writable workspace (default: the current directory)"},
@@ -152,19 +153,25 @@ func runAction(c *cli.Context) error {
 	return nil
 }
 
-// runPolicy loads the policy `devbox run` applies.
+// runPolicy loads the policy `devbox run` applies: inside a devbox
+// container the baked one, which the fence enforces and the agent cannot
+// edit; else the repository's (policy.Find); else the defaults.
 func runPolicy(flag string) (*policy.Policy, error) {
 	if flag != "" {
 		return policy.Load(flag)
 	}
-	for _, p := range []string{layout.PolicyPath, policy.DefaultFileName, filepath.Join(".devcontainer", policy.DefaultFileName)} {
-		pol, err := policy.Load(p)
-		if errors.Is(err, policy.ErrNoPolicy) {
-			continue
-		}
+	pol, err := policy.Load(layout.PolicyPath)
+	if !errors.Is(err, policy.ErrNoPolicy) {
 		return pol, err
 	}
-	return policy.Parse("(defaults)", []byte("{}"))
+	path, err := policy.Find(".")
+	if errors.Is(err, policy.ErrNoPolicy) {
+		return policy.Parse("(defaults)", []byte("{}"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return policy.Load(path)
 }
 
 // shellJoin quotes args for a shell, for --explain.

@@ -207,3 +207,23 @@ func TestLoad(t *testing.T) {
 		t.Errorf("Load(invalid) = %v", err)
 	}
 }
+
+func TestFind(t *testing.T) {
+	root := t.TempDir()
+	_, err := Find(root)
+	if !errors.Is(err, ErrNoPolicy) || !strings.Contains(err.Error(), filepath.Join(root, ".devcontainer", DefaultFileName)+" and "+filepath.Join(root, DefaultFileName)) {
+		t.Fatalf("Find(empty) = %v, want ErrNoPolicy naming both places", err)
+	}
+	rootFile := filepath.Join(root, DefaultFileName)
+	os.WriteFile(rootFile, []byte("{}"), 0o644)
+	if got, err := Find(root); err != nil || got != rootFile {
+		t.Errorf("Find(root file only) = %q, %v", got, err)
+	}
+	// Both present: .devcontainer/ wins.
+	dcFile := filepath.Join(root, ".devcontainer", DefaultFileName)
+	os.MkdirAll(filepath.Dir(dcFile), 0o755)
+	os.WriteFile(dcFile, []byte("{}"), 0o644)
+	if got, err := Find(root); err != nil || got != dcFile {
+		t.Errorf("Find(both) = %q, %v, want %q", got, err, dcFile)
+	}
+}
