@@ -386,6 +386,7 @@ func (d *decoder) policy(v *hujson.Value, p *Policy, notes *decodeNotes) {
 		}},
 		field{"network", func(v *hujson.Value, path string) { d.network(v, path, &p.Network, notes) }},
 		field{"sandbox", func(v *hujson.Value, path string) { d.sandbox(v, path, &p.Sandbox) }},
+		field{"credentials", func(v *hujson.Value, path string) { d.credentials(v, path, &p.Credentials) }},
 	)
 }
 

@@ -20,6 +20,8 @@ type Policy struct {
 	Agent   Agent   `json:"agent"`
 	Network Network `json:"network"`
 	Sandbox Sandbox `json:"sandbox"`
+	// Credentials are the credential gateway's routes (see credentials.go).
+	Credentials Credentials `json:"credentials,omitzero"`
 }
 
 // Image describes what the image is built from and where it is pushed.

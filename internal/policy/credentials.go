@@ -1,0 +1,278 @@
+package policy
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/tailscale/hujson"
+)
+
+// DefaultAnthropicHost is the Messages API host the anthropic route
+// forwards to when credentials.anthropic.host is left out.
+const DefaultAnthropicHost = "api.anthropic.com"
+
+// Credentials are the secrets the credential gateway injects on the
+// agent's behalf. The agent never holds them: it talks to the gateway on
+// loopback, and the hosts named here are reachable through the gateway
+// only. A policy without the section has the zero value, and its
+// normalized form has no "credentials" key.
+type Credentials struct {
+	// Anthropic is the Messages API route for Claude Code (nil: none).
+	Anthropic *AnthropicCredential `json:"anthropic,omitempty"`
+	// Git are the git smart-HTTP routes, one per host.
+	Git []GitCredential `json:"git,omitempty"`
+	// HTTP are the header-injection routes, one per host.
+	HTTP []HTTPCredential `json:"http,omitempty"`
+}
+
+// AnthropicCredential is an API key (sk-ant-api…) or an OAuth token from
+// `claude setup-token` (sk-ant-oat…), stored as the secret Secret.
+type AnthropicCredential struct {
+	Secret string `json:"secret"`
+	// Host is the API host (default DefaultAnthropicHost).
+	Host string `json:"host"`
+}
+
+// GitCredential is a token for one git host, used for the listed repos only.
+type GitCredential struct {
+	Host   string `json:"host"`
+	Secret string `json:"secret"`
+	// Repos are "owner/name" paths (GitLab's nested groups allowed), without
+	// a ".git" suffix. Fetch is allowed for each; push only when Push.
+	Repos []string `json:"repos"`
+	Push  bool     `json:"push"`
+}
+
+// HTTPCredential injects one header into requests to one host.
+type HTTPCredential struct {
+	Host   string `json:"host"`
+	Header string `json:"header"`
+	// Value is the header's value; "${secret}" is replaced by the secret.
+	Value  string `json:"value"`
+	Secret string `json:"secret"`
+}
+
+// SecretPlaceholder is replaced by the secret in HTTPCredential.Value.
+const SecretPlaceholder = "${secret}"
+
+// Hosts returns every host a credential is bound to, in policy order,
+// without duplicates: the hosts only the gateway may reach.
+func (c Credentials) Hosts() []string {
+	var out []string
+	add := func(h string) {
+		for _, x := range out {
+			if x == h {
+				return
+			}
+		}
+		out = append(out, h)
+	}
+	if c.Anthropic != nil {
+		add(c.Anthropic.Host)
+	}
+	for _, g := range c.Git {
+		add(g.Host)
+	}
+	for _, h := range c.HTTP {
+		add(h.Host)
+	}
+	return out
+}
+
+// Secrets returns every secret name the policy uses, without duplicates.
+func (c Credentials) Secrets() []string {
+	var out []string
+	add := func(s string) {
+		for _, x := range out {
+			if x == s {
+				return
+			}
+		}
+		out = append(out, s)
+	}
+	if c.Anthropic != nil {
+		add(c.Anthropic.Secret)
+	}
+	for _, g := range c.Git {
+		add(g.Secret)
+	}
+	for _, h := range c.HTTP {
+		add(h.Secret)
+	}
+	return out
+}
+
+// IsZero reports whether no route is configured.
+func (c Credentials) IsZero() bool {
+	return c.Anthropic == nil && len(c.Git) == 0 && len(c.HTTP) == 0
+}
+
+var secretName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// CheckSecretName returns "" when s may name a secret, else a reason.
+// Secret names are file names in the secrets directory, so the alphabet is
+// small: no dots (no "..", no hidden or temporary files), no slashes.
+func CheckSecretName(s string) string {
+	if secretName.MatchString(s) {
+		return ""
+	}
+	return "not a secret name (lower-case letters, digits, \"_\" and \"-\", starting with a letter or digit, at most 63 characters)"
+}
+
+func checkSecret(s string) (string, string) {
+	if r := CheckSecretName(s); r != "" {
+		return "", r
+	}
+	return s, ""
+}
+
+// checkCredentialHost accepts one exact host name: no wildcard, address or
+// port, since the gateway speaks TLS to it by name on port 443.
+func checkCredentialHost(s string) (string, string) {
+	d, err := ParseDestination(s)
+	if err != nil {
+		return "", err.(*DestinationError).Reason
+	}
+	if d.Kind != Host || d.Port != 0 {
+		return "", "want one exact host name (no wildcard, IP address or port): the gateway connects to it by name over TLS on port 443"
+	}
+	return d.Name, ""
+}
+
+var repoSegment = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
+
+// checkRepo accepts "owner/name" (or deeper, for nested groups), each
+// segment a plain path element; a ".git" suffix is dropped.
+func checkRepo(s string) (string, string) {
+	s = strings.TrimSuffix(s, ".git")
+	segs := strings.Split(s, "/")
+	if len(segs) < 2 {
+		return "", "want \"owner/name\" (the repository's path on the host)"
+	}
+	for _, seg := range segs {
+		if !repoSegment.MatchString(seg) || strings.HasSuffix(seg, ".") {
+			return "", "each path segment is letters, digits, \".\", \"_\" or \"-\", not starting with \".\" or \"-\" (no \"..\", no empty segment, no URL)"
+		}
+	}
+	return s, ""
+}
+
+var headerToken = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// forbiddenHeaders are headers the gateway owns: hop-by-hop headers, the
+// framing and the host.
+var forbiddenHeaders = map[string]bool{
+	"host": true, "connection": true, "content-length": true, "transfer-encoding": true,
+	"te": true, "trailer": true, "upgrade": true, "keep-alive": true,
+	"proxy-connection": true, "proxy-authorization": true, "proxy-authenticate": true,
+}
+
+func checkHeader(s string) (string, string) {
+	if !headerToken.MatchString(s) {
+		return "", "not an HTTP header name"
+	}
+	if forbiddenHeaders[strings.ToLower(s)] {
+		return "", "the gateway sets this header itself; inject a credential header such as Authorization"
+	}
+	return s, ""
+}
+
+func checkHeaderValue(s string) (string, string) {
+	if strings.Count(s, SecretPlaceholder) != 1 {
+		return "", "must contain " + SecretPlaceholder + " exactly once, where the secret goes"
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return "", "contains a control character"
+		}
+	}
+	return s, ""
+}
+
+// required reports a missing key of the object at v.
+func (d *decoder) required(v *hujson.Value, path string, keys ...string) {
+	obj, ok := v.Value.(*hujson.Object)
+	if !ok {
+		return
+	}
+	have := map[string]bool{}
+	for _, m := range obj.Members {
+		have[m.Name.Value.(hujson.Literal).String()] = true
+	}
+	for _, k := range keys {
+		if !have[k] {
+			d.errAt(v, path, "missing key %q", k)
+		}
+	}
+}
+
+func (d *decoder) credentials(v *hujson.Value, path string, c *Credentials) {
+	d.object(v, path,
+		field{"anthropic", func(v *hujson.Value, path string) {
+			a := &AnthropicCredential{Host: DefaultAnthropicHost}
+			d.object(v, path,
+				field{"secret", func(v *hujson.Value, path string) { d.checked(v, path, &a.Secret, checkSecret) }},
+				field{"host", func(v *hujson.Value, path string) { d.checked(v, path, &a.Host, checkCredentialHost) }},
+			)
+			d.required(v, path, "secret")
+			c.Anthropic = a
+		}},
+		field{"git", func(v *hujson.Value, path string) {
+			hosts := map[string]string{}
+			d.array(v, path, func(v *hujson.Value, path string) {
+				var g GitCredential
+				d.object(v, path,
+					field{"host", func(v *hujson.Value, path string) {
+						d.checked(v, path, &g.Host, checkCredentialHost)
+						d.uniqueHost(v, path, g.Host, hosts)
+					}},
+					field{"secret", func(v *hujson.Value, path string) { d.checked(v, path, &g.Secret, checkSecret) }},
+					field{"repos", func(v *hujson.Value, path string) {
+						g.Repos = sortFold(d.strings(v, path, checkRepo))
+						if _, ok := v.Value.(*hujson.Array); ok && len(v.Value.(*hujson.Array).Elements) == 0 {
+							d.errAt(v, path, "list at least one repository: the token is used for the listed ones only")
+						}
+					}},
+					field{"push", func(v *hujson.Value, path string) {
+						if b, ok := d.boolean(v, path); ok {
+							g.Push = b
+						}
+					}},
+				)
+				d.required(v, path, "host", "secret", "repos")
+				c.Git = append(c.Git, g)
+			})
+		}},
+		field{"http", func(v *hujson.Value, path string) {
+			hosts := map[string]string{}
+			d.array(v, path, func(v *hujson.Value, path string) {
+				var h HTTPCredential
+				d.object(v, path,
+					field{"host", func(v *hujson.Value, path string) {
+						d.checked(v, path, &h.Host, checkCredentialHost)
+						d.uniqueHost(v, path, h.Host, hosts)
+					}},
+					field{"header", func(v *hujson.Value, path string) { d.checked(v, path, &h.Header, checkHeader) }},
+					field{"value", func(v *hujson.Value, path string) { d.checked(v, path, &h.Value, checkHeaderValue) }},
+					field{"secret", func(v *hujson.Value, path string) { d.checked(v, path, &h.Secret, checkSecret) }},
+				)
+				d.required(v, path, "host", "header", "value", "secret")
+				c.HTTP = append(c.HTTP, h)
+			})
+		}},
+	)
+}
+
+// uniqueHost reports a host listed twice in one route list: the gateway
+// could not tell which entry applies.
+func (d *decoder) uniqueHost(v *hujson.Value, path, host string, seen map[string]string) {
+	if host == "" {
+		return
+	}
+	parent := path[:strings.LastIndexByte(path, '.')]
+	if first, ok := seen[host]; ok {
+		d.errAt(v, path, "%q is already listed at %s: one entry per host", host, first)
+		return
+	}
+	seen[host] = parent
+}

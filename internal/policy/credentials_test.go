@@ -1,0 +1,87 @@
+package policy
+
+import (
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const credentialsPolicy = `{
+  "credentials": {
+    "anthropic": { "secret": "anthropic" },
+    "git":  [ { "host": "GitHub.com", "secret": "github", "repos": ["acme/app.git", "acme/lib"], "push": true } ],
+    "http": [ { "host": "api.example.test", "header": "Authorization", "value": "Bearer ${secret}", "secret": "example" } ],
+  },
+}`
+
+func TestCredentials(t *testing.T) {
+	p, err := Parse("p", []byte(credentialsPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Credentials{
+		Anthropic: &AnthropicCredential{Secret: "anthropic", Host: DefaultAnthropicHost},
+		Git:       []GitCredential{{Host: "github.com", Secret: "github", Repos: []string{"acme/app", "acme/lib"}, Push: true}},
+		HTTP:      []HTTPCredential{{Host: "api.example.test", Header: "Authorization", Value: "Bearer ${secret}", Secret: "example"}},
+	}
+	if !reflect.DeepEqual(p.Credentials, want) {
+		t.Errorf("credentials = %+v\nwant %+v", p.Credentials, want)
+	}
+	if got := p.Credentials.Hosts(); !slices.Equal(got, []string{"api.anthropic.com", "github.com", "api.example.test"}) {
+		t.Errorf("Hosts() = %v", got)
+	}
+	if got := p.Credentials.Secrets(); !slices.Equal(got, []string{"anthropic", "github", "example"}) {
+		t.Errorf("Secrets() = %v", got)
+	}
+	// The normalized form parses back to the same credentials.
+	norm, err := p.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := Parse("n", norm)
+	if err != nil {
+		t.Fatalf("normalized policy does not parse: %v\n%s", err, norm)
+	}
+	if !reflect.DeepEqual(q.Credentials, want) {
+		t.Errorf("after Normalize: %+v", q.Credentials)
+	}
+	// A policy without the section has no credentials key at all, so the
+	// normalized files of existing policies do not change.
+	empty, _ := Parse("e", []byte(`{}`))
+	norm, _ = empty.Normalize()
+	if strings.Contains(string(norm), `"credentials"`) || !empty.Credentials.IsZero() {
+		t.Errorf("an empty policy normalizes with credentials:\n%s", norm)
+	}
+}
+
+func TestCredentialsErrors(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"credentials": {"anthropic": {}}}`, `p:1:31: credentials.anthropic: missing key "secret"`},
+		{`{"credentials": {"anthropic": {"secret": "../x"}}}`, `p:1:42: credentials.anthropic.secret: "../x": not a secret name`},
+		{`{"credentials": {"anthropic": {"secret": "a", "key": "sk"}}}`, `p:1:47: credentials.anthropic.key: unknown key "key" in credentials.anthropic (known keys: secret, host)`},
+		{`{"credentials": {"anthropic": {"secret": "a", "host": "*.x.test"}}}`, `p:1:55: credentials.anthropic.host: "*.x.test": want one exact host name`},
+		{`{"credentials": {"git": [{"host": "g.test", "secret": "s"}]}}`, `p:1:26: credentials.git[0]: missing key "repos"`},
+		{`{"credentials": {"git": [{"host": "g.test:443", "secret": "s", "repos": ["a/b"]}]}}`, `p:1:35: credentials.git[0].host: "g.test:443": want one exact host name`},
+		{`{"credentials": {"git": [{"host": "g.test", "secret": "s", "repos": ["a"]}]}}`, `p:1:70: credentials.git[0].repos[0]: "a": want "owner/name"`},
+		{`{"credentials": {"git": [{"host": "g.test", "secret": "s", "repos": ["a/../b"]}]}}`, `p:1:70: credentials.git[0].repos[0]: "a/../b": each path segment`},
+		{`{"credentials": {"git": [{"host": "g.test", "secret": "s", "repos": []}]}}`, `p:1:69: credentials.git[0].repos: list at least one repository`},
+		{`{"credentials": {"git": [{"host": "g.test", "secret": "s", "repos": ["a/b"], "push": "yes"}]}}`, `p:1:86: credentials.git[0].push: want true or false, got a string`},
+		{`{"credentials": {"git": [{"host": "g.test", "secret": "s", "repos": ["a/b"]}, {"host": "g.test", "secret": "t", "repos": ["a/c"]}]}}`, `p:1:88: credentials.git[1].host: "g.test" is already listed at credentials.git[0]`},
+		{`{"credentials": {"http": [{"host": "h.test", "header": "Host", "value": "${secret}", "secret": "s"}]}}`, `p:1:56: credentials.http[0].header: "Host": the gateway sets this header itself`},
+		{`{"credentials": {"http": [{"host": "h.test", "header": "X-Key", "value": "static", "secret": "s"}]}}`, `p:1:74: credentials.http[0].value: "static": must contain ${secret} exactly once`},
+		{`{"credentials": {"http": [{"host": "h.test", "header": "X Key", "value": "${secret}", "secret": "s"}]}}`, `p:1:56: credentials.http[0].header: "X Key": not an HTTP header name`},
+	}
+	for _, tt := range tests {
+		_, err := Parse("p", []byte(tt.in))
+		var errs *Errors
+		if !errors.As(err, &errs) {
+			t.Errorf("%s: error %v, want *Errors", tt.in, err)
+			continue
+		}
+		if len(errs.List) != 1 || !strings.HasPrefix(errs.List[0].Error(), tt.want) {
+			t.Errorf("%s:\n got %v\nwant %s…", tt.in, err, tt.want)
+		}
+	}
+}
