@@ -95,6 +95,13 @@ type Config struct {
 	GatePort uint16 `json:"gatePort,omitempty"`
 	// QUIC lets UDP through to name-derived addresses, unchecked by the gate.
 	QUIC bool `json:"quic,omitempty"`
+	// Protect lists exact host names only ProtectUID may connect to: the
+	// credential gateway's upstreams. They must also be allowed. The DNS
+	// filter puts their addresses into the protect sets before it answers.
+	Protect []string `json:"protect,omitempty"`
+	// ProtectUID is the one uid that may reach protected addresses
+	// (default layout.GatewayUID).
+	ProtectUID int `json:"protectUID,omitempty"`
 
 	// NoCache turns the filter's answer cache off (for benchmarks and
 	// debugging: every query then goes upstream).
@@ -134,6 +141,9 @@ func (c Config) WithDefaults() Config {
 	if c.ResolvConf == "" {
 		c.ResolvConf = DefaultResolvConf
 	}
+	if c.ProtectUID == 0 {
+		c.ProtectUID = layout.GatewayUID
+	}
 	return c
 }
 
@@ -153,6 +163,11 @@ func (c Config) Validate() error {
 			if d.Wildcard && d.Name == "" {
 				return fmt.Errorf("firewall: %s[%d]: a wildcard needs a name", list.what, i)
 			}
+		}
+	}
+	for i, n := range c.Protect {
+		if !validName(n) {
+			return fmt.Errorf("firewall: protect[%d]: %q is not a valid host name", i, n)
 		}
 	}
 	if c.LogMaxBytes < 0 {

@@ -520,6 +520,11 @@ func (f *filter) insert(name string, a netip.Addr, v Verdict, ttl time.Duration)
 		e   entry
 	}
 	var ms []member
+	// Protection first, and for good: no moment has a protected address
+	// allowed but not protected.
+	if v.Protected {
+		ms = append(ms, member{SetName(SetProtect, fam), entry{prefix: p}})
+	}
 	// Deny entries first: if writing them fails, nothing of this address
 	// has been allowed yet, and they never expire before the allows
 	// written after them.
@@ -546,11 +551,15 @@ func (f *filter) insert(name string, a netip.Addr, v Verdict, ttl time.Duration)
 		if until, ok := f.fresh.Load(key); ok && until.(time.Time).After(now.Add(ttl+time.Second)) {
 			continue
 		}
-		if err := f.sets.add(m.set, m.e, 2*ttl); err != nil {
+		timeout, until := 2*ttl, now.Add(2*ttl)
+		if strings.HasPrefix(m.set, "devbox-"+SetProtect) {
+			timeout, until = 0, now.Add(100*365*24*time.Hour) // permanent
+		}
+		if err := f.sets.add(m.set, m.e, timeout); err != nil {
 			f.fresh.Delete(key)
 			return err
 		}
-		f.fresh.Store(key, now.Add(2*ttl))
+		f.fresh.Store(key, until)
 	}
 	f.inserted.Add(1)
 	return nil

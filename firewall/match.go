@@ -21,6 +21,9 @@ type Verdict struct {
 	// before any allow, so those ports stay closed while the others follow
 	// the allow entries.
 	DenyPorts []uint16
+	// Protected is true when the name is in Config.Protect: its addresses
+	// go into the protect sets too.
+	Protected bool
 }
 
 // Match decides whether name (a DNS name, with or without the trailing dot,
@@ -58,6 +61,11 @@ func (c Config) Match(name string) Verdict {
 	// checked first, so it is closed all the same.
 	if v.AnyPort {
 		v.Ports = nil
+	}
+	for _, p := range c.Protect {
+		if p == name {
+			v.Protected = true
+		}
 	}
 	return v
 }

@@ -22,6 +22,9 @@ const (
 	// ChainGate (nat) redirects TCP to name-derived addresses into the
 	// name gate; ChainUDPGated (filter) logs and rejects UDP to them.
 	ChainGate     = "DEVBOX-GATE"
+	// ChainProtect passes the credential gateway's connections to
+	// protected addresses and refuses everyone else's.
+	ChainProtect = "DEVBOX-PROTECT"
 	ChainUDPGated = "DEVBOX-UDP-GATED"
 
 	// Log prefixes carried by NFLOG; the reader maps them to reasons.
@@ -61,10 +64,14 @@ const (
 	SetNamedPort = "nameport" // hash:net,port, with timeouts
 	SetDeny      = "deny"     // hash:net: never reachable
 	SetDenyPort  = "denyport" // hash:net,port
+	// SetProtect holds the addresses of protected names (Config.Protect):
+	// only Config.ProtectUID may connect to them. Its entries never expire,
+	// so an address is never allowed without being protected.
+	SetProtect = "protect" // hash:net
 )
 
 // SetKinds lists every set kind.
-var SetKinds = []string{SetAllow, SetAllowPort, SetNamed, SetNamedPort, SetDeny, SetDenyPort}
+var SetKinds = []string{SetAllow, SetAllowPort, SetNamed, SetNamedPort, SetDeny, SetDenyPort, SetProtect}
 
 // SetName is the kernel name of one set ("devbox-allow4").
 func SetName(kind string, f Family) string { return fmt.Sprintf("devbox-%s%d", kind, int(f)) }
@@ -174,6 +181,22 @@ func rules(cfg Config, f Family) Ruleset {
 	for _, d := range dnsPorts(cfg, f) {
 		add(ChainOutput, d+" -m mark --mark "+mark+" -j ACCEPT")
 	}
+	if len(cfg.Protect) > 0 {
+		// Protected hosts (the credential gateway's): only the gateway's
+		// uid may connect, so no identity but the user's is used there.
+		// Checked before any allow; the owner match compares the socket's
+		// kernel uid, which the agent cannot change. Behind the name gate
+		// the gateway's connections are spliced by the gate, so its uid
+		// passes too; the nat table never sends anyone else's connection
+		// to a protected address into the gate (see ChainGate below).
+		filter.chains = append(filter.chains, ChainProtect)
+		add(ChainOutput, fmt.Sprintf("-m set --match-set %s dst -j %s", set(SetProtect), ChainProtect))
+		add(ChainProtect, fmt.Sprintf("-m owner --uid-owner %d -j RETURN", cfg.ProtectUID))
+		if cfg.Gate {
+			add(ChainProtect, fmt.Sprintf("-m owner --uid-owner %d -j RETURN", layout.GateUID))
+		}
+		add(ChainProtect, "-j "+ChainDenied)
+	}
 	add(ChainOutput,
 		// Deny wins: it is checked before any allow set.
 		"-m set --match-set "+set(SetDeny)+" dst -j "+ChainDenied,
@@ -234,6 +257,13 @@ func rules(cfg Config, f Family) Ruleset {
 	if cfg.Gate {
 		g := func(spec string) { nat.rules = append(nat.rules, "-A "+ChainGate+" "+spec) }
 		g(fmt.Sprintf("-m owner --uid-owner %d -j RETURN", layout.GateUID))
+		if len(cfg.Protect) > 0 {
+			// Only the credential gateway's connections to a protected
+			// address go through the gate (and its name checks); anyone
+			// else's stays on the direct path, where DEVBOX-PROTECT
+			// refuses it.
+			g(fmt.Sprintf("-m set --match-set %s dst -m owner ! --uid-owner %d -j RETURN", set(SetProtect), cfg.ProtectUID))
+		}
 		// The filter's marked queries, and DNS (DEVBOX-DNS has it).
 		g("-m mark --mark " + mark + " -j RETURN")
 		g("-p tcp -m tcp --dport 53 -j RETURN")

@@ -277,3 +277,47 @@ func TestEffectiveUpstream(t *testing.T) {
 		}
 	}
 }
+
+// TestRulesProtect: with protected hosts, their set is checked before any
+// allow, and only the gateway's uid passes it.
+func TestRulesProtect(t *testing.T) {
+	for _, rs := range Rules(Config{Allow: []Destination{{Name: "api.anthropic.test", Port: 443}}, Protect: []string{"api.anthropic.test"}}) {
+		text := rs.Restore(nil)
+		rule := fmt.Sprintf("-A DEVBOX-OUTPUT -m set --match-set %s dst -j DEVBOX-PROTECT", SetName(SetProtect, rs.Family))
+		i := strings.Index(text, rule)
+		j := strings.Index(text, "--match-set "+SetName(SetAllow, rs.Family))
+		if i < 0 || j < 0 || i > j {
+			t.Errorf("%v: protect rule missing or after the allow sets:\n%s", rs.Family, text)
+		}
+		for _, r := range []string{"-A DEVBOX-PROTECT -m owner --uid-owner 996 -j RETURN", "-A DEVBOX-PROTECT -j DEVBOX-DENIED"} {
+			if !strings.Contains(text, r+"\n") {
+				t.Errorf("%v: no %q", rs.Family, r)
+			}
+		}
+		if strings.Contains(text, "--uid-owner 997") {
+			t.Errorf("%v: the gate's uid passes without the gate", rs.Family)
+		}
+	}
+	// Behind the gate: the gateway's connections are spliced by the gate
+	// (uid 997 passes DEVBOX-PROTECT), and nobody else's connection to a
+	// protected address is redirected to the gate.
+	for _, rs := range Rules(Config{Allow: []Destination{{Name: "api.anthropic.test", Port: 443}}, Protect: []string{"api.anthropic.test"}, Gate: true, GatePort: 1}) {
+		text := rs.Restore(nil)
+		for _, r := range []string{
+			"-A DEVBOX-PROTECT -m owner --uid-owner 997 -j RETURN",
+			fmt.Sprintf("-A DEVBOX-GATE -m set --match-set %s dst -m owner ! --uid-owner 996 -j RETURN", SetName(SetProtect, rs.Family)),
+		} {
+			if !strings.Contains(text, r+"\n") {
+				t.Errorf("%v: no %q:\n%s", rs.Family, r, text)
+			}
+		}
+		if i, j := strings.Index(text, "! --uid-owner 996 -j RETURN"), strings.Index(text, "-j REDIRECT --to-ports 1"); i < 0 || j < 0 || i > j {
+			t.Errorf("%v: the protect exemption must come before the gate's redirects", rs.Family)
+		}
+	}
+	for _, rs := range Rules(Config{}) {
+		if strings.Contains(rs.Restore(nil), "protect") {
+			t.Errorf("%v: protect rule without protected hosts", rs.Family)
+		}
+	}
+}

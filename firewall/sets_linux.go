@@ -138,7 +138,7 @@ func staticEntries(cfg Config) map[string][]entry {
 func (s *sets) loadSets(cfg Config) (int, error) {
 	static := staticEntries(cfg)
 	n := 0
-	for _, kind := range []string{SetDeny, SetDenyPort, SetAllow, SetAllowPort, SetNamed, SetNamedPort} {
+	for _, kind := range []string{SetProtect, SetDeny, SetDenyPort, SetAllow, SetAllowPort, SetNamed, SetNamedPort} {
 		for _, f := range Families {
 			name := SetName(kind, f)
 			tmp := name + "-new"

@@ -58,6 +58,8 @@ func newApp() *cli.App {
 			pushCommand,
 			firewallCommand,
 			entrypointCommand,
+			secretCommand,
+			gatewayCommand,
 			runCommand,
 			doctorCommand,
 			featureCommand,

@@ -14,6 +14,7 @@ import (
 	"github.com/devbox-dev/devbox/internal/baseline"
 	"github.com/devbox-dev/devbox/internal/entrypoint"
 	"github.com/devbox-dev/devbox/internal/fence"
+	"github.com/devbox-dev/devbox/internal/gateway"
 	"github.com/devbox-dev/devbox/internal/layout"
 )
 
@@ -71,16 +72,18 @@ func runEntrypoint(c *cli.Context) error {
 	// fail closed.
 	p, perr := baseline.Resolve(policyPath, c.String("baseline"), c.String("repo-policy"))
 	var cfg firewall.Config
+	var gw *gateway.LaunchOptions
 	userName := c.String("user")
-	if perr == nil {
-		cfg = fwpolicy.Config(p)
-		if userName == "" {
-			userName = p.Image.User.Name
-		}
-	}
 	self, err := os.Executable()
 	if err != nil {
 		self = layout.BinaryPath
+	}
+	if perr == nil {
+		cfg = fwpolicy.Config(p)
+		gw = gatewayLaunch(p.Credentials, self, policyPath)
+		if userName == "" {
+			userName = p.Image.User.Name
+		}
 	}
 	fc := fence.New(fence.Options{
 		Config:  cfg,
@@ -91,7 +94,8 @@ func runEntrypoint(c *cli.Context) error {
 			Denied:  splitList(c.StringSlice("verify-denied")),
 			Refused: append([]string{verifyRefusedName}, splitList(c.StringSlice("verify-refused"))...),
 		},
-		Warn: stderr,
+		Gateway: gw,
+		Warn:    stderr,
 	})
 	startID := entrypoint.StartID()
 	switch st, ok := entrypoint.FencedThisStart(statusPath, startID); {

@@ -63,7 +63,7 @@ var firewallApplyCommand = &cli.Command{
 		// No policy, no egress: a config that does not load fails the
 		// first step, which leaves the namespace denying everything.
 		cfg, err := loadFirewallConfig(c)
-		f := fence.New(fence.Options{Config: cfg, LoadErr: err, NoDNS: c.Bool("no-dns"), Warn: c.App.ErrWriter})
+		f := fence.New(fence.Options{Config: cfg, LoadErr: err, NoDNS: c.Bool("no-dns"), Gateway: policyGateway(c), Warn: c.App.ErrWriter})
 		return f.Install(c.Context, func(step, summary string, took time.Duration) {
 			if step == "apply" {
 				fmt.Fprintf(c.App.Writer, "devbox: fence loaded in %v: %s\n", took.Round(100_000), summary)

@@ -37,3 +37,33 @@ func TestConfig(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestConfigProtectsCredentialHosts(t *testing.T) {
+	p, err := policy.Parse("p", []byte(`{
+	  "network": { "allow": ["api.example.test"] },
+	  "credentials": {
+	    "anthropic": { "secret": "a", "host": "api.anthropic.test" },
+	    "git": [ { "host": "git.test", "secret": "g", "repos": ["a/b"] } ],
+	    "http": [ { "host": "api.example.test", "header": "X-Key", "value": "${secret}", "secret": "h" } ],
+	  },
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config(p)
+	if got, want := cfg.Protect, []string{"api.anthropic.test", "git.test", "api.example.test"}; len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Errorf("Protect = %v, want %v", got, want)
+	}
+	if cfg.ProtectUID != 996 {
+		t.Errorf("ProtectUID = %d", cfg.ProtectUID)
+	}
+	for _, h := range cfg.Protect {
+		v := cfg.Match(h)
+		if !v.Allowed || !v.Protected {
+			t.Errorf("Match(%s) = %+v: a credential host must resolve (for the gateway) and be protected", h, v)
+		}
+	}
+	if v := cfg.Match("other.test"); v.Protected {
+		t.Error("other.test protected")
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/devbox-dev/devbox/firewall"
+	"github.com/devbox-dev/devbox/internal/gateway"
 	"github.com/devbox-dev/devbox/internal/layout"
 )
 
@@ -48,6 +49,10 @@ type Options struct {
 	// Verify, when set, adds a last step that proves the fence from inside
 	// with these targets (firewall.Verify).
 	Verify *firewall.Targets
+	// Gateway, when set, adds a step after "dns" that brings the
+	// credential gateway up for the policy's credentials (or, with none,
+	// stops it and removes its git config).
+	Gateway *gateway.LaunchOptions
 	// Warn gets the warnings of steps that succeed anyway (a name that does
 	// not resolve yet). Default: discarded.
 	Warn io.Writer
@@ -113,6 +118,17 @@ func (f *Fence) Steps() []Step {
 				return fmt.Sprintf("name gate running, pid %d", pid), nil
 			}})
 		}
+	}
+	if f.o.Gateway != nil && !f.o.NoDNS {
+		// After the filter: the gateway resolves its upstreams through it.
+		launch := *f.o.Gateway
+		steps = append(steps, Step{"gateway", func(ctx context.Context) (string, error) {
+			pid, err := gateway.Launch(ctx, launch)
+			if err != nil || pid == 0 {
+				return "", err
+			}
+			return fmt.Sprintf("credential gateway running, pid %d, routes for %v", pid, launch.Creds.Hosts()), nil
+		}})
 	}
 	if f.o.Verify != nil {
 		targets := *f.o.Verify

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/devbox-dev/devbox/firewall"
+	"github.com/devbox-dev/devbox/internal/gateway"
 )
 
 func names(steps []Step) []string {
@@ -29,6 +30,9 @@ func TestSteps(t *testing.T) {
 		{Options{Verify: &firewall.Targets{}}, []string{"apply", "dns", "verify"}},
 		{Options{Config: firewall.Config{Gate: true}, Verify: &firewall.Targets{}}, []string{"apply", "dns", "gate", "verify"}},
 		{Options{Config: firewall.Config{Gate: true}, NoDNS: true}, []string{"apply"}},
+		{Options{Verify: &firewall.Targets{}, Gateway: &gateway.LaunchOptions{}}, []string{"apply", "dns", "gateway", "verify"}},
+		{Options{NoDNS: true, Gateway: &gateway.LaunchOptions{}}, []string{"apply"}},
+		{Options{Config: firewall.Config{Gate: true}, Gateway: &gateway.LaunchOptions{}}, []string{"apply", "dns", "gate", "gateway"}},
 	} {
 		if got := names(New(tc.o).Steps()); !slices.Equal(got, tc.want) {
 			t.Errorf("Steps(%+v) = %q, want %q", tc.o, got, tc.want)

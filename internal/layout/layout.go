@@ -33,7 +33,14 @@ const (
 	// SecretsDir is where credentials live, readable by root and the
 	// gateway's account only. DEVBOX_SECRETS_DIR overrides it.
 	SecretsDir = "/var/lib/devbox/secrets"
+	// GitConfigPath is git's system-wide config, where the credential
+	// gateway's url.insteadOf rules go.
+	GitConfigPath = "/etc/gitconfig"
 )
+
+// GatewayAddr is where the credential gateway listens: loopback only, a
+// fixed port so the image's Claude Code settings and git config can name it.
+const GatewayAddr = "127.0.0.1:53541"
 
 // System accounts. Each enforcing daemon runs under its own fixed system
 // uid (below 1000, so updateRemoteUserUID never remaps it), which the rules

@@ -5,6 +5,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
@@ -19,9 +20,32 @@ const ClaudeManagedSettingsPath = "/etc/claude-code/managed-settings.json"
 // settings.
 var ClaudeEnv = map[string]string{"DISABLE_AUTOUPDATER": "1"}
 
+// ClaudeGatewayPlaceholder is the credential Claude Code holds when the
+// policy has credentials.anthropic: a value that means nothing anywhere.
+// The credential gateway drops it and sends the user's secret instead.
+const ClaudeGatewayPlaceholder = "devbox-credential-gateway-placeholder"
+
+// claudeEnv is ClaudeEnv plus, with credentials.anthropic, the gateway as
+// Claude Code's API endpoint. ANTHROPIC_AUTH_TOKEN rather than
+// ANTHROPIC_API_KEY: Claude Code asks before it uses a custom API key, and
+// sends a token as a plain bearer header without asking.
+func claudeEnv(p *policy.Policy) map[string]string {
+	env := map[string]string{}
+	for k, v := range ClaudeEnv {
+		env[k] = v
+	}
+	if p.Credentials.Anthropic != nil {
+		env["ANTHROPIC_BASE_URL"] = "http://" + layout.GatewayAddr
+		env["ANTHROPIC_AUTH_TOKEN"] = ClaudeGatewayPlaceholder
+	}
+	return env
+}
+
 // ClaudeManagedSettings returns the whole of Claude Code's managed settings
 // file for p; it is the one generator of that file (the image build and the
-// Dev Container Feature both write its output). It always carries ClaudeEnv.
+// Dev Container Feature both write its output). It always carries ClaudeEnv,
+// and with credentials.anthropic the credential gateway's URL and a
+// placeholder token.
 // When p.Sandbox.Enabled it also turns Claude Code's built-in Bash sandbox
 // on, impossible to turn off or bypass from inside, with the policy's network
 // allow list and the same read and write lists as `devbox run`, plus the
@@ -33,7 +57,7 @@ func ClaudeManagedSettings(p *policy.Policy) ([]byte, error) {
 	if !p.Sandbox.Enabled {
 		b, err := json.MarshalIndent(struct {
 			Env map[string]string `json:"env"`
-		}{ClaudeEnv}, "", "  ")
+		}{claudeEnv(p)}, "", "  ")
 		if err != nil {
 			return nil, err
 		}
@@ -113,7 +137,7 @@ func ClaudeManagedSettings(p *policy.Policy) ([]byte, error) {
 		Sandbox     sandbox           `json:"sandbox"`
 		Permissions permissions       `json:"permissions"`
 	}{
-		Env: ClaudeEnv,
+		Env: claudeEnv(p),
 		Sandbox: sandbox{
 			Enabled:                   true,
 			FailIfUnavailable:         true,

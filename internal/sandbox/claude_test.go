@@ -39,6 +39,12 @@ func TestClaudeManagedSettingsGolden(t *testing.T) {
 			if check.Env["DISABLE_AUTOUPDATER"] != "1" {
 				t.Errorf("settings must keep the updater off (env DISABLE_AUTOUPDATER=1):\n%s", got)
 			}
+			if p.Credentials.Anthropic != nil && (check.Env["ANTHROPIC_BASE_URL"] != "http://127.0.0.1:53541" || check.Env["ANTHROPIC_AUTH_TOKEN"] != ClaudeGatewayPlaceholder) {
+				t.Errorf("credentials.anthropic: settings must point Claude Code at the gateway with the placeholder:\n%s", got)
+			}
+			if p.Credentials.Anthropic == nil && check.Env["ANTHROPIC_BASE_URL"] != "" {
+				t.Errorf("no credentials: settings must not set ANTHROPIC_BASE_URL:\n%s", got)
+			}
 			switch {
 			case !p.Sandbox.Enabled && (check.Sandbox != nil || check.Permissions != nil):
 				t.Errorf("sandbox.enabled is false: settings must not switch Claude Code's sandbox on (no Bash at all without the seccomp profile):\n%s", got)

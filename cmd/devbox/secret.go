@@ -1,0 +1,143 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/devbox-dev/devbox/internal/secrets"
+)
+
+var secretDirFlag = &cli.StringFlag{
+	Name:    "dir",
+	EnvVars: []string{secrets.DirEnv},
+	Value:   secrets.Dir(),
+	Usage:   "secrets `DIR` (readable by root and the gateway's account only)",
+}
+
+var secretCommand = &cli.Command{
+	Name:  "secret",
+	Usage: "store the credentials the credential gateway injects (root only)",
+	Description: `Secrets are named by the policy's credentials section and stored where only
+root and the gateway's account (devbox-gateway, uid 996) can read them. The
+agent's user can neither read nor list them. Run as root; from the host:
+
+   docker exec -i -u root CONTAINER devbox secret set anthropic < key.txt
+
+The value is read from standard input, never from the command line.`,
+	Subcommands: []*cli.Command{
+		{
+			Name:      "set",
+			Usage:     "store the value on standard input as NAME",
+			ArgsUsage: "NAME",
+			Flags:     []cli.Flag{secretDirFlag},
+			Action: func(c *cli.Context) error {
+				name, err := secretArgs(c)
+				if err != nil {
+					return err
+				}
+				v, err := readSecret(c)
+				if err != nil {
+					return err
+				}
+				s := secrets.New(c.String("dir"))
+				if err := s.Set(name, v); err != nil {
+					return err
+				}
+				stored, _ := s.Secret(name)
+				fmt.Fprintf(c.App.Writer, "secret %s stored in %s (%d bytes, fingerprint %s)\n", name, s.Dir, len(stored), secrets.Fingerprint(stored))
+				return nil
+			},
+		},
+		{
+			Name:  "list",
+			Usage: "list stored secrets: name, size, fingerprint (never the value)",
+			Flags: []cli.Flag{secretDirFlag},
+			Action: func(c *cli.Context) error {
+				if err := requireRoot("list"); err != nil {
+					return err
+				}
+				list, err := secrets.New(c.String("dir")).List()
+				if err != nil {
+					return err
+				}
+				tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tBYTES\tFINGERPRINT\tMODIFIED")
+				for _, i := range list {
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", i.Name, i.Size, i.Fingerprint, i.Modified.UTC().Format("2006-01-02 15:04:05Z"))
+				}
+				return tw.Flush()
+			},
+		},
+		{
+			Name:      "rm",
+			Usage:     "delete the secret NAME",
+			ArgsUsage: "NAME",
+			Flags:     []cli.Flag{secretDirFlag},
+			Action: func(c *cli.Context) error {
+				name, err := secretArgs(c)
+				if err != nil {
+					return err
+				}
+				return secrets.New(c.String("dir")).Remove(name)
+			},
+		},
+	},
+}
+
+func requireRoot(verb string) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("secret %s: must run as root (secrets are not readable by the agent's user); from the host: docker exec -i -u root CONTAINER devbox secret %s", verb, verb)
+	}
+	return nil
+}
+
+func secretArgs(c *cli.Context) (string, error) {
+	verb := c.Command.Name
+	if c.NArg() != 1 {
+		return "", fmt.Errorf("secret %s: want one NAME (the value is read from standard input, never from arguments)", verb)
+	}
+	return c.Args().First(), requireRoot(verb)
+}
+
+// readSecret reads the value from standard input, with echo off when it
+// is a terminal.
+func readSecret(c *cli.Context) ([]byte, error) {
+	in := os.Stdin
+	if c.App.Reader != nil && c.App.Reader != os.Stdin {
+		return io.ReadAll(io.LimitReader(c.App.Reader, secrets.MaxSize+1))
+	}
+	fd := int(in.Fd())
+	if t, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+		fmt.Fprint(c.App.ErrWriter, "value (not echoed, end with Enter): ")
+		quiet := *t
+		quiet.Lflag &^= unix.ECHO
+		if err := unix.IoctlSetTermios(fd, unix.TCSETS, &quiet); err != nil {
+			return nil, err
+		}
+		defer func() {
+			unix.IoctlSetTermios(fd, unix.TCSETS, t)
+			fmt.Fprintln(c.App.ErrWriter)
+		}()
+		var line []byte
+		b := make([]byte, 1)
+		for len(line) <= secrets.MaxSize {
+			n, err := in.Read(b)
+			if n == 0 || err != nil || b[0] == '\n' {
+				break
+			}
+			line = append(line, b[0])
+		}
+		return line, nil
+	}
+	v, err := io.ReadAll(io.LimitReader(in, secrets.MaxSize+1))
+	if err != nil {
+		return nil, errors.New("secret set: reading standard input: " + err.Error())
+	}
+	return v, nil
+}
