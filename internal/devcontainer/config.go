@@ -79,8 +79,19 @@ func mounts(p *policy.Policy, l hostLayout) []string {
 		// narrows the image's baseline.
 		out = append(out, "source=${localWorkspaceFolder}/"+PolicyFile+",target="+layout.RepoPolicyPath+",type=bind,readonly")
 	}
-	return append(out, "source="+ClaudeVolume+",target="+HomeDir(p)+"/.claude,type=volume")
+	out = append(out, "source="+ClaudeVolume+",target="+HomeDir(p)+"/.claude,type=volume")
+	if !p.Credentials.IsZero() {
+		// The credential gateway's secrets: one volume per container,
+		// kept across rebuilds, readable by root and the gateway only
+		// (the image's empty directory gives the new volume its modes).
+		out = append(out, "source="+SecretsVolume+",target="+layout.SecretsDir+",type=volume")
+	}
+	return out
 }
+
+// SecretsVolume is the named volume holding the credential gateway's
+// secrets (`devbox secret set`), one per dev container.
+const SecretsVolume = "devbox-secrets-${devcontainerId}"
 
 // configRules is the desired state of devcontainer.json for policy p.
 // Patching applies it to a user's file and to the template alike, so a new

@@ -300,7 +300,7 @@ func Steps(spec Spec) ([]Step, error) {
 		"rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt/* /var/log/dpkg.log /var/log/alternatives.log /var/cache/debconf/*-old /var/cache/ldconfig/aux-cache",
 	}, "\n")})
 
-	steps = append(steps, Step{Name: "accounts", Kind: RunStep, Script: strings.Join([]string{
+	accounts := []string{
 		// No way back to root for the agent's user: no sudo, no setuid or
 		// setgid binary (su, mount, passwd, …). Nothing in the image needs
 		// one: the entrypoint starts as root and only drops privileges.
@@ -314,12 +314,24 @@ func Steps(spec Spec) ([]Step, error) {
 		fmt.Sprintf("getent group %d >/dev/null || groupadd --gid %d %s", u.GID, u.GID, u.Name),
 		fmt.Sprintf("useradd --uid %d --gid %d --create-home --home-dir %s --shell /bin/bash %s", u.UID, u.GID, home, u.Name),
 		"mkdir -p " + layout.ConfigDir + " " + layout.LogDir,
+	}
+	if !spec.Policy.Credentials.IsZero() {
+		// The credential gateway's account, and the secrets directory the
+		// per-container volume takes its owner and mode from.
+		accounts = append(accounts,
+			fmt.Sprintf("groupadd --system --gid %d %s", layout.GatewayUID, layout.GatewayUser),
+			fmt.Sprintf("useradd --system --uid %d --gid %d --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin %s",
+				layout.GatewayUID, layout.GatewayUID, layout.GatewayUser),
+			fmt.Sprintf("install -d -o 0 -g %d -m 0750 %s", layout.GatewayUID, layout.SecretsDir),
+		)
+	}
+	steps = append(steps, Step{Name: "accounts", Kind: RunStep, Script: strings.Join(append(accounts,
 		fmt.Sprintf("chown %d:%d %s", layout.DNSUID, layout.DNSUID, layout.LogDir),
 		"chmod 0755 " + layout.LogDir,
 		`find / -xdev -type f \( -perm -4000 -o -perm -2000 \) -exec chmod u-s,g-s {} +`,
 		`left=$(find / -xdev -type f \( -perm -4000 -o -perm -2000 \))`,
 		`if [ -n "$left" ]; then echo "devbox: setuid/setgid files left: $left" >&2; exit 1; fi`,
-	}, "\n")})
+	), "\n")})
 
 	if spec.Policy.Agent.ClaudeCode != policy.ClaudeCodeNone {
 		steps = append(steps, Step{Name: "claude", Kind: CopyStep, From: StageClaude, Src: claudeOut + "/", Dest: "/"})
