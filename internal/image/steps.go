@@ -327,7 +327,7 @@ func Steps(spec Spec) ([]Step, error) {
 	}
 	steps = append(steps, Step{Name: "accounts", Kind: RunStep, Script: strings.Join(append(accounts,
 		fmt.Sprintf("chown %d:%d %s", layout.DNSUID, layout.DNSUID, layout.LogDir),
-		"chmod 0755 " + layout.LogDir,
+		"chmod 0755 "+layout.LogDir,
 		`find / -xdev -type f \( -perm -4000 -o -perm -2000 \) -exec chmod u-s,g-s {} +`,
 		`left=$(find / -xdev -type f \( -perm -4000 -o -perm -2000 \))`,
 		`if [ -n "$left" ]; then echo "devbox: setuid/setgid files left: $left" >&2; exit 1; fi`,
