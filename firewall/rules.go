@@ -21,10 +21,10 @@ const (
 	ChainDNS     = "DEVBOX-DNS"
 	// ChainGate (nat) redirects TCP to name-derived addresses into the
 	// name gate; ChainUDPGated (filter) logs and rejects UDP to them.
-	ChainGate     = "DEVBOX-GATE"
+	ChainGate = "DEVBOX-GATE"
 	// ChainProtect passes the credential gateway's connections to
 	// protected addresses and refuses everyone else's.
-	ChainProtect = "DEVBOX-PROTECT"
+	ChainProtect  = "DEVBOX-PROTECT"
 	ChainUDPGated = "DEVBOX-UDP-GATED"
 
 	// Log prefixes carried by NFLOG; the reader maps them to reasons.
