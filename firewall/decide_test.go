@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-func TestAllowsAddrAndResolved(t *testing.T) {
+func TestAllowsResolved(t *testing.T) {
 	pfx := netip.MustParsePrefix
 	cfg := Config{
 		Allow: []Destination{
@@ -47,7 +47,7 @@ func TestAllowsAddrAndResolved(t *testing.T) {
 	} {
 		var got bool
 		if tc.name == "" {
-			got = cfg.AllowsAddr(a(tc.addr), tc.port)
+			got = cfg.MatchAddr(netip.AddrPortFrom(a(tc.addr), tc.port)).Allowed
 		} else {
 			got = cfg.AllowsResolved(tc.name, a(tc.addr), tc.port)
 		}

@@ -92,8 +92,8 @@ func (r *bytesReader) policy() string {
 // Check accepts the repository, every name the repository's fence resolves,
 // every (name, address, port) it lets out and every static address and
 // port it lets out is let out by the baseline's fence too. Both sides are
-// decided by the firewall's own matcher (Config.Match, AllowsResolved,
-// AllowsAddr) on the Configs the entrypoint would apply.
+// decided by the firewall's own matcher (Config.Match, MatchAddr and
+// AllowsResolved, which composes them) on the Configs the entrypoint would apply.
 func FuzzContainment(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, []byte{9, 8, 7, 6, 5, 4, 3, 2, 1, 0})
 	f.Add([]byte{1, 2, 1, 0, 2, 1, 2, 3, 1, 0}, []byte{1, 2, 0, 1, 1, 0, 2, 2})
@@ -123,7 +123,7 @@ func FuzzContainment(f *testing.F) {
 		}
 		for _, a := range probeAddrs {
 			for _, p := range probePorts {
-				if rc.AllowsAddr(a, p) && !bc.AllowsAddr(a, p) {
+				if rc.MatchAddr(netip.AddrPortFrom(a, p)).Allowed && !bc.MatchAddr(netip.AddrPortFrom(a, p)).Allowed {
 					fail(fmt.Sprintf("address %s port %d", a, p))
 				}
 				for _, n := range probeNames {
