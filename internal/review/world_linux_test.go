@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,10 +84,31 @@ func TestReviewWorld(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { firewall.StopDNS(cfg) })
+	addrOf := map[string]netip.Addr{}
+	for i, n := range []string{"allowed.test", "blocked.test", "other.test"} {
+		addrOf[n] = testworld.HostsV4[i+1]
+	}
+	// connects reports whether a connection to host:port reached the
+	// world's server (its recorder saw it): with the name gate on, the
+	// client's own connect succeeds locally even when the gate then
+	// refuses, so only the far end tells. The request names its Host, as
+	// the gate needs.
 	connects := func(host string, port int) bool {
 		t.Helper()
-		cmd := w.Command(context.Background(), "timeout", "3", "bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/%s/%d", host, port))
-		return cmd.Run() == nil
+		addr, ok := addrOf[host]
+		if !ok {
+			addr = netip.MustParseAddr(host)
+		}
+		before := w.Rec.Seen(addr, uint16(port))
+		script := fmt.Sprintf(`exec 3<>/dev/tcp/%s/%d && printf 'GET / HTTP/1.1\r\nHost: %s\r\n\r\n' >&3 && sleep 0.3`, host, port, host)
+		w.Command(context.Background(), "timeout", "3", "bash", "-c", script).Run()
+		for range 10 {
+			if w.Rec.Seen(addr, uint16(port)) > before {
+				return true
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return false
 	}
 	type attempt struct {
 		host string
