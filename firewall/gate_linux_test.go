@@ -4,6 +4,7 @@ package firewall
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/devbox-dev/devbox/internal/devboxtest"
 	"github.com/devbox-dev/devbox/internal/testworld"
 )
 
@@ -29,6 +31,9 @@ type gateFence struct {
 	*fence
 	web    *testworld.Web
 	caFile string
+	// mux serves the world's HTTP(S): testworld.Hello at "/"; tests add
+	// their own paths.
+	mux *http.ServeMux
 }
 
 // newGateFence builds the world, serves good.test/evil.test and applies
@@ -37,7 +42,8 @@ func newGateFence(t *testing.T, cfg Config) *gateFence {
 	t.Helper()
 	cfg.Gate = true
 	f := newWorld(t, cfg)
-	g := &gateFence{fence: f, web: &testworld.Web{}, caFile: filepath.Join(f.dir, "ca.pem")}
+	g := &gateFence{fence: f, web: &testworld.Web{}, caFile: filepath.Join(f.dir, "ca.pem"), mux: http.NewServeMux()}
+	g.mux.Handle("/", testworld.Hello)
 	t.Cleanup(g.web.Close)
 	f.w.AddHost(t, hostGate)
 	f.w.AddHost(t, hostGate6)
@@ -58,13 +64,13 @@ func newGateFence(t *testing.T, cfg Config) *gateFence {
 			if err != nil {
 				return err
 			}
-			if err := g.web.Serve(l, testworld.Hello, ca, "good.test", "evil.test"); err != nil {
+			if err := g.web.Serve(l, g.mux, ca, "good.test", "evil.test"); err != nil {
 				return err
 			}
 			if l, err = netListen(ap(a, 80)); err != nil {
 				return err
 			}
-			g.web.Serve(l, testworld.Hello, nil)
+			g.web.Serve(l, g.mux, nil)
 			pc, err := netListenPacket(ap(a, 443))
 			if err != nil {
 				return err
@@ -252,5 +258,61 @@ func TestGate_UDP(t *testing.T) {
 	}
 	if out, ok := g.probeAs(1000, "tls", ap(hostGate, 443).String(), "good.test", g.caFile); !ok {
 		t.Errorf("tls good.test with quic on: %s", out)
+	}
+}
+
+// TestGate_RealClients: curl and git (dumb HTTP over TLS) through the gate,
+// unchanged, with the test CA as their only trust; and curl with --resolve
+// pinning evil.test to good.test's address is refused.
+func TestGate_RealClients(t *testing.T) {
+	devboxtest.RequireBinary(t, "curl")
+	devboxtest.RequireBinary(t, "git")
+	g := newGateFence(t, Config{Allow: []Destination{allowName("good.test")}})
+	// A bare repository served as files (git's dumb HTTP protocol).
+	src, bare := filepath.Join(g.dir, "src"), filepath.Join(g.dir, "repo.git")
+	git := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@good.test", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@good.test")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	os.MkdirAll(src, 0o755)
+	git(src, "init", "-q", "-b", "main")
+	os.WriteFile(filepath.Join(src, "README"), []byte("through the gate\n"), 0o644)
+	git(src, "add", "README")
+	git(src, "commit", "-q", "-m", "first")
+	git(g.dir, "clone", "-q", "--bare", src, bare)
+	git(bare, "update-server-info")
+	g.mux.Handle("/repo.git/", http.StripPrefix("/repo.git/", http.FileServer(http.Dir(bare))))
+
+	out, err := g.clientRun("curl", "-sS", "--max-time", "5", "--cacert", g.caFile, "https://good.test/")
+	if err != nil || out != "hello good.test sni=good.test\n" {
+		t.Errorf("curl https://good.test/: %v %q", err, out)
+	}
+	out, err = g.clientRun("curl", "-sS", "--max-time", "5", "-6", "--cacert", g.caFile, "https://good.test/")
+	if err != nil || out != "hello good.test sni=good.test\n" {
+		t.Errorf("curl -6 https://good.test/: %v %q", err, out)
+	}
+	before := len(g.web.Conns())
+	out, err = g.clientRun("curl", "-sS", "--max-time", "5", "--cacert", g.caFile, "--resolve", "evil.test:443:"+hostGate.String(), "https://evil.test/")
+	if err == nil {
+		t.Errorf("curl https://evil.test/ pinned to good.test's address passed: %q", out)
+	}
+	if n := len(g.web.Conns()) - before; n != 0 {
+		t.Errorf("the world accepted %d connections for evil.test", n)
+	}
+	dst := filepath.Join(g.dir, "clone")
+	out, err = g.clientRun("env", "GIT_SSL_CAINFO="+g.caFile, "git", "clone", "-q", "https://good.test/repo.git", dst)
+	if err != nil {
+		t.Fatalf("git clone https://good.test/repo.git: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "README")); err != nil || string(b) != "through the gate\n" {
+		t.Errorf("cloned README: %q %v", b, err)
+	}
+	if h := g.status().Gate.Health; h == nil || h.Passed < 3 || h.Reasons[GateNotAllowed] != 1 {
+		t.Errorf("gate health %+v, want ≥ 3 passed (curl, curl -6, git) and the evil.test refusal", h)
 	}
 }
