@@ -3,7 +3,9 @@
 package firewall
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"os"
@@ -11,7 +13,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -314,5 +318,82 @@ func TestGate_RealClients(t *testing.T) {
 	}
 	if h := g.status().Gate.Health; h == nil || h.Passed < 3 || h.Reasons[GateNotAllowed] != 1 {
 		t.Errorf("gate health %+v, want ≥ 3 passed (curl, curl -6, git) and the evil.test refusal", h)
+	}
+}
+
+// fakeMessages is a minimal Messages API: a streamed (SSE) or plain answer
+// saying text, whatever was asked.
+func fakeMessages(text string, seen func(*http.Request)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen(r)
+		var req struct {
+			Stream bool `json:"stream"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		msg := map[string]any{"id": "msg_gate", "type": "message", "role": "assistant", "model": "claude-test",
+			"stop_reason": nil, "stop_sequence": nil, "content": []any{}, "usage": map[string]int{"input_tokens": 3, "output_tokens": 1}}
+		if !req.Stream {
+			msg["content"] = []any{map[string]string{"type": "text", "text": text}}
+			msg["stop_reason"] = "end_turn"
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(msg)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		ev := func(name string, data any) {
+			raw, _ := json.Marshal(data)
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, raw)
+		}
+		ev("message_start", map[string]any{"type": "message_start", "message": msg})
+		ev("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]string{"type": "text", "text": ""}})
+		ev("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]string{"type": "text_delta", "text": text}})
+		ev("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+		ev("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil}, "usage": map[string]int{"output_tokens": 4}})
+		ev("message_stop", map[string]any{"type": "message_stop"})
+	})
+}
+
+// TestGate_ClaudeCode: the real Claude Code binary, pointed at a Messages
+// API served over TLS by good.test in the world, works through the gate
+// unchanged (only its CA trust is the test's).
+func TestGate_ClaudeCode(t *testing.T) {
+	claude := devboxtest.Env(t, "DEVBOX_CLAUDE")
+	g := newGateFence(t, Config{Allow: []Destination{allowName("good.test")}})
+	var mu sync.Mutex
+	var paths []string
+	g.mux.Handle("/v1/", fakeMessages("hello through the gate", func(r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.Method+" "+r.URL.Path+" sni="+r.TLS.ServerName)
+		mu.Unlock()
+	}))
+	home := filepath.Join(g.dir, "home")
+	os.MkdirAll(home, 0o755)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := g.w.Command(ctx, claude, "-p", "say hello", "--output-format", "json")
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + home,
+		"ANTHROPIC_BASE_URL=https://good.test", "ANTHROPIC_API_KEY=sk-test-gate",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1",
+		"SSL_CERT_FILE=" + g.caFile, "NODE_EXTRA_CA_CERTS=" + g.caFile,
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("claude -p: %v\n%s", err, out)
+	}
+	var res struct {
+		Result  string `json:"result"`
+		IsError bool   `json:"is_error"`
+	}
+	if err := json.Unmarshal(out[strings.IndexByte(string(out), '{'):], &res); err != nil || res.IsError || !strings.Contains(res.Result, "hello through the gate") {
+		t.Errorf("claude -p output (%v): %s", err, out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(paths) == 0 || !strings.HasPrefix(paths[0], "POST /v1/messages sni=good.test") {
+		t.Errorf("the fake API saw %q", paths)
+	}
+	if h := g.status().Gate.Health; h == nil || h.Passed == 0 {
+		t.Errorf("gate health %+v: nothing passed through it", h)
 	}
 }
