@@ -25,12 +25,10 @@ func Config(p *policy.Policy) firewall.Config {
 		Gate: true,
 		QUIC: n.QUIC,
 	}
-	// The credential gateway's hosts: reachable on 443 by the gateway's
-	// uid only (the protect rule comes before every allow).
-	for _, h := range p.Credentials.Hosts() {
-		cfg.Protect = append(cfg.Protect, h)
-		cfg.Allow = append(cfg.Allow, firewall.Destination{Name: h, Port: 443})
-	}
+	// The credential gateway's hosts (which the policy allows on 443, or
+	// it would not validate): reachable by the gateway's uid only, the
+	// protect rule comes before every allow.
+	cfg.Protect = p.Credentials.Hosts()
 	if len(cfg.Protect) > 0 {
 		cfg.ProtectUID = layout.GatewayUID
 	}

@@ -40,10 +40,10 @@ func TestConfig(t *testing.T) {
 
 func TestConfigProtectsCredentialHosts(t *testing.T) {
 	p, err := policy.Parse("p", []byte(`{
-	  "network": { "allow": ["api.example.test"] },
+	  "network": { "allow": ["api.example.test", "api.anthropic.test:443", "*.git.test"] },
 	  "credentials": {
 	    "anthropic": { "secret": "a", "host": "api.anthropic.test" },
-	    "git": [ { "host": "git.test", "secret": "g", "repos": ["a/b"] } ],
+	    "git": [ { "host": "a.git.test", "secret": "g", "repos": ["a/b"] } ],
 	    "http": [ { "host": "api.example.test", "header": "X-Key", "value": "${secret}", "secret": "h" } ],
 	  },
 	}`))
@@ -51,7 +51,7 @@ func TestConfigProtectsCredentialHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := Config(p)
-	if got, want := cfg.Protect, []string{"api.anthropic.test", "git.test", "api.example.test"}; len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+	if got, want := cfg.Protect, []string{"api.anthropic.test", "a.git.test", "api.example.test"}; len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Errorf("Protect = %v, want %v", got, want)
 	}
 	if cfg.ProtectUID != 996 {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 
@@ -275,4 +276,48 @@ func (d *decoder) uniqueHost(v *hujson.Value, path, host string, seen map[string
 		return
 	}
 	seen[host] = parent
+}
+
+// credentialHostErrors reports credential hosts the policy does not allow
+// on port 443. The gateway needs them allowed, and the policy must say so
+// itself: a credentials entry never widens egress (a repository policy that
+// may only narrow a team's baseline cannot add a host through it).
+func credentialHostErrors(ex *Explanation) []Error {
+	p := ex.Policy
+	var errs []Error
+	check := func(path, host string) {
+		if !allowedOn443(p.Network, host) {
+			errs = append(errs, ex.At(path, fmt.Sprintf("%q is not allowed on port 443 by network.allow (or is denied): the gateway could not reach it; allow it explicitly (for api.anthropic.com, the \"anthropic\" preset)", host)))
+		}
+	}
+	if a := p.Credentials.Anthropic; a != nil {
+		check("credentials.anthropic.host", a.Host)
+	}
+	for i, g := range p.Credentials.Git {
+		check(fmt.Sprintf("credentials.git[%d].host", i), g.Host)
+	}
+	for i, h := range p.Credentials.HTTP {
+		check(fmt.Sprintf("credentials.http[%d].host", i), h.Host)
+	}
+	return errs
+}
+
+func allowedOn443(n Network, host string) bool {
+	covers := func(d Destination) bool {
+		if d.Port != 0 && d.Port != 443 {
+			return false
+		}
+		return d.Kind == Host && d.Name == host || d.Kind == Wildcard && strings.HasSuffix(host, "."+d.Name)
+	}
+	for _, d := range n.Deny {
+		if covers(d) {
+			return false
+		}
+	}
+	for _, d := range n.Allow {
+		if covers(d) {
+			return true
+		}
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 )
 
 const credentialsPolicy = `{
+  "network": { "presets": ["anthropic", "github"], "allow": ["api.example.test:443"] },
   "credentials": {
     "anthropic": { "secret": "anthropic" },
     "git":  [ { "host": "GitHub.com", "secret": "github", "repos": ["acme/app.git", "acme/lib"], "push": true } ],
@@ -73,7 +75,17 @@ func TestCredentialsErrors(t *testing.T) {
 		{`{"credentials": {"http": [{"host": "h.test", "header": "X-Key", "value": "static", "secret": "s"}]}}`, `p:1:74: credentials.http[0].value: "static": must contain ${secret} exactly once`},
 		{`{"credentials": {"http": [{"host": "h.test", "header": "X Key", "value": "${secret}", "secret": "s"}]}}`, `p:1:56: credentials.http[0].header: "X Key": not an HTTP header name`},
 	}
+	tests = append(tests,
+		struct{ in, want string }{`{"credentials": {"anthropic": {"secret": "a"}}}`, `p:1:31: credentials.anthropic.host: "api.anthropic.com" is not allowed on port 443 by network.allow`},
+		struct{ in, want string }{`{"network": {"allow": ["*.x.test:8443"]}, "credentials": {"http": [{"host": "h.x.test", "header": "K", "value": "${secret}", "secret": "s"}]}}`, `p:1:77: credentials.http[0].host: "h.x.test" is not allowed on port 443`},
+		struct{ in, want string }{`{"network": {"allow": ["*.x.test"], "deny": ["g.x.test"]}, "credentials": {"git": [{"host": "g.x.test", "secret": "s", "repos": ["a/b"]}]}}`, `p:1:93: credentials.git[0].host: "g.x.test" is not allowed on port 443 by network.allow (or is denied)`},
+	)
 	for _, tt := range tests {
+		if !strings.Contains(tt.in, `"network"`) && !strings.Contains(tt.want, "not allowed") {
+			// Allow every host the cases use, so each reports its one error.
+			tt.in = strings.Replace(tt.in, `{"credentials"`, `{"network": {"allow": ["g.test", "h.test", "api.anthropic.com"]}, "credentials"`, 1)
+			tt.want = shiftCol(tt.want, len(`"network": {"allow": ["g.test", "h.test", "api.anthropic.com"]}, `))
+		}
 		_, err := Parse("p", []byte(tt.in))
 		var errs *Errors
 		if !errors.As(err, &errs) {
@@ -84,4 +96,16 @@ func TestCredentialsErrors(t *testing.T) {
 			t.Errorf("%s:\n got %v\nwant %s…", tt.in, err, tt.want)
 		}
 	}
+}
+
+// shiftCol moves the column of a "p:1:COL:" error prefix by n.
+func shiftCol(want string, n int) string {
+	var line, col int
+	var rest string
+	if k, _ := fmt.Sscanf(want, "p:%d:%d:", &line, &col); k != 2 {
+		return want
+	}
+	_, rest, _ = strings.Cut(want[len("p:"):], ":")
+	_, rest, _ = strings.Cut(rest, ":")
+	return fmt.Sprintf("p:%d:%d:%s", line, col+n, rest)
 }

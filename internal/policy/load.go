@@ -72,6 +72,9 @@ func parse(name string, raw []byte) (*Explanation, error) {
 	}
 	ex := finish(p, &notes, d.seen)
 	ex.positions, ex.elems = d.pos, d.elem
+	if errs := credentialHostErrors(ex); len(errs) > 0 {
+		return nil, &Errors{List: errs}
+	}
 	return ex, nil
 }
 
