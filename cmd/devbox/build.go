@@ -11,7 +11,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/devbox-dev/devbox/internal/baseline"
 	"github.com/devbox-dev/devbox/internal/image"
+	"github.com/devbox-dev/devbox/internal/layout"
+	"github.com/devbox-dev/devbox/internal/policy"
 	"github.com/devbox-dev/devbox/internal/pin"
 	"github.com/devbox-dev/devbox/internal/registry"
 )
@@ -53,6 +56,7 @@ same image digest.`,
 		&cli.StringSliceFlag{Name: "devbox-binary", Usage: "linux devbox binary to bake in, as [OS/ARCH=]`PATH` (default: this binary, when it is linux on the target arch)"},
 		&cli.BoolFlag{Name: "rewrite-timestamp", Value: true, Usage: "clamp every file time in the layers to the lock's SOURCE_DATE_EPOCH (reproducible from an empty cache; costs a pass over the layers)"},
 		&cli.StringFlag{Name: "source", Value: "https://github.com/devbox-dev/devbox", Usage: "org.opencontainers.image.source `URL`"},
+		&cli.StringFlag{Name: "baseline", Usage: "bake the team baseline policy `FILE` at " + layout.BaselinePath + " (digest in a label); repositories using the image may only narrow it, and the policy must lie within it"},
 	},
 	Action: buildAction,
 }
@@ -69,6 +73,20 @@ func buildAction(c *cli.Context) error {
 		return err
 	}
 
+	var base *policy.Policy
+	if f := c.String("baseline"); f != "" {
+		if base, err = baseline.Load(f); err != nil {
+			return fmt.Errorf("--baseline: %w", err)
+		}
+		ex, err := policy.ExplainFile(p.Path)
+		if err != nil {
+			return err
+		}
+		if err := baseline.Check(base, f, ex); err != nil {
+			return fmt.Errorf("the policy widens the baseline %s; the image would not fence:\n%w", f, err)
+		}
+	}
+
 	o := image.BuildOptions{
 		DevboxVersion:  version,
 		Progress:       c.String("progress"),
@@ -76,7 +94,7 @@ func buildAction(c *cli.Context) error {
 		ProgressOut:    os.Stderr,
 	}
 	for _, plat := range plats {
-		o.Specs = append(o.Specs, image.Spec{Policy: p, Lock: lock, Platform: plat, Source: c.String("source")})
+		o.Specs = append(o.Specs, image.Spec{Policy: p, Lock: lock, Platform: plat, Source: c.String("source"), Baseline: base})
 	}
 	if o.Binaries, err = devboxBinaries(c.StringSlice("devbox-binary"), plats); err != nil {
 		return err

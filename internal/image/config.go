@@ -91,6 +91,19 @@ func Labels(spec Spec, devboxVersion string) (map[string]string, error) {
 		LabelPolicyDigest: "sha256:" + hex.EncodeToString(sum[:]),
 		LabelClaudeCode:   spec.Policy.Agent.ClaudeCode,
 	}
+	if spec.Baseline != nil {
+		bj, err := PolicyJSON(spec.Baseline)
+		if err != nil {
+			return nil, err
+		}
+		var bc bytes.Buffer
+		if err := json.Compact(&bc, bj); err != nil {
+			return nil, err
+		}
+		bsum := sha256.Sum256(bj)
+		l[LabelBaseline] = bc.String()
+		l[LabelBaselineDigest] = "sha256:" + hex.EncodeToString(bsum[:])
+	}
 	maps.Copy(l, ociAnnotations(spec, devboxVersion))
 	return l, nil
 }

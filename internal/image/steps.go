@@ -48,6 +48,9 @@ const (
 	ContextBinary = "devbox"
 	// ContextPolicy is the normalized policy (PolicyJSON) in the build context.
 	ContextPolicy = "policy.json"
+	// ContextBaseline is the normalized team baseline in the build context
+	// (only with Spec.Baseline).
+	ContextBaseline = "baseline.json"
 )
 
 // StageClaude is the throwaway stage that downloads and verifies Claude
@@ -150,6 +153,9 @@ type Spec struct {
 	Platform string
 	// Source is the org.opencontainers.image.source label ("" = none).
 	Source string
+	// Baseline is the team baseline baked at layout.BaselinePath (nil:
+	// none); Policy must lie within it (see internal/baseline).
+	Baseline *policy.Policy
 }
 
 var (
@@ -369,6 +375,13 @@ func Steps(spec Spec) ([]Step, error) {
 			"printf '%s\\n' " + shellQuote(compact.String()) + " > " + ClaudeSettingsPath,
 			"chmod 0644 " + ClaudeSettingsPath,
 		}, "\n")})
+	}
+	if spec.Baseline != nil {
+		bj, err := PolicyJSON(spec.Baseline)
+		if err != nil {
+			return nil, fmt.Errorf("baseline: %w", err)
+		}
+		steps = append(steps, Step{Name: "baseline", Kind: CopyStep, Src: ContextBaseline, Dest: layout.BaselinePath, Mode: 0o644, Data: bj})
 	}
 	steps = append(steps,
 		Step{Name: "policy", Kind: CopyStep, Src: ContextPolicy, Dest: layout.PolicyPath, Mode: 0o644, Data: pj},
