@@ -23,13 +23,17 @@ func checkClaudeCode(s string) (string, string) {
 	return "", fmt.Sprintf("pin an exact version X.Y.Z (for example %s) or %q; \"latest\", ranges and tags are not allowed", DefaultClaudeCode, ClaudeCodeNone)
 }
 
-// Image references, after the grammar of github.com/distribution/reference:
-// [domain[:port]/]path-component(/path-component)*[:tag][@digest].
+// Image references, after the grammar of github.com/distribution/reference
+// v0.6.0: [domain[:port]/]path-component(/path-component)*[:tag][@digest],
+// with the digests go-digest accepts (sha256, sha384, sha512, lower-case
+// hex of the algorithm's length). The package keeps to the standard library,
+// so the grammar is copied; reference_test.go checks it against the library,
+// string for string.
 var (
-	refDomain = `(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?`
+	refDomain = `(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?`
 	refPath   = `[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*)*`
 	refTag    = `[\w][\w.-]{0,127}`
-	refDigest = `[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}`
+	refDigest = `sha256:[a-f0-9]{64}|sha384:[a-f0-9]{96}|sha512:[a-f0-9]{128}`
 	refRegexp = regexp.MustCompile(`^(?:(` + refDomain + `)/)?(` + refPath + `)(?::(` + refTag + `))?(?:@(` + refDigest + `))?$`)
 )
 
