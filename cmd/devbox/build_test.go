@@ -20,6 +20,10 @@ func TestParseCacheEntries(t *testing.T) {
 		{in: "ref=x", wantErr: "missing type="},
 		{in: "type=floppy,ref=x", wantErr: `unknown cache type "floppy"`},
 		{in: "type=registry,ref", wantErr: "not key=value"},
+		// What buildctl's parser brings: CSV quoting and case-insensitive keys.
+		{in: `type=registry,"ref=registry.test/a,b:cache"`, wantType: "registry", wantRef: "registry.test/a,b:cache"},
+		{in: "type=registry,REF=registry.test/c:cache", wantType: "registry", wantRef: "registry.test/c:cache"},
+		{in: `type=registry,ref="unterminated`, wantErr: "not key=value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -37,6 +41,21 @@ func TestParseCacheEntries(t *testing.T) {
 				t.Errorf("got %+v", got[0])
 			}
 		})
+	}
+}
+
+// --cache-to goes through buildctl's export parser: mode=min unless given,
+// as buildctl and buildx say.
+func TestParseCacheEntriesExport(t *testing.T) {
+	got, err := parseCacheEntries("cache-to", []string{"type=registry,ref=registry.test/c:cache", "type=local,dest=/tmp/c,mode=max"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Attrs["mode"] != "min" || got[1].Attrs["mode"] != "max" || got[1].Attrs["dest"] != "/tmp/c" {
+		t.Errorf("got %+v", got)
+	}
+	if _, err := parseCacheEntries("cache-to", []string{"ref=x"}); err == nil || !strings.Contains(err.Error(), "--cache-to") {
+		t.Errorf("err = %v, want one naming --cache-to", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/moby/buildkit/client"
+	buildctl "github.com/moby/buildkit/cmd/buildctl/build"
 	"github.com/urfave/cli/v2"
 
 	"github.com/devbox-dev/devbox/internal/policy"
@@ -62,22 +63,25 @@ func platformsFlag(c *cli.Context, def []string) []string {
 func hostPlatform() string { return runtime.GOOS + "/" + runtime.GOARCH }
 
 // parseCacheEntries parses --cache-from/--cache-to values in buildx's
-// form: "type=registry,ref=host/repo:cache[,mode=max]".
+// form, "type=registry,ref=host/repo:cache[,mode=max]", with buildctl's own
+// parsers (CSV quoting, lower-cased keys, mode=min by default on export),
+// then checks what buildctl leaves to the daemon: a known type, and a ref
+// for the registry. buildctl's legacy bare-ref form is refused: say type=.
 func parseCacheEntries(flag string, vals []string) ([]client.CacheOptionsEntry, error) {
+	parse := buildctl.ParseImportCache
+	if flag == "cache-to" {
+		parse = buildctl.ParseExportCache
+	}
 	var out []client.CacheOptionsEntry
 	for _, v := range vals {
-		e := client.CacheOptionsEntry{Attrs: map[string]string{}}
-		for _, kv := range strings.Split(v, ",") {
-			k, val, ok := strings.Cut(kv, "=")
-			if !ok {
-				return nil, fmt.Errorf("--%s %q: %q is not key=value", flag, v, kv)
-			}
-			if k == "type" {
-				e.Type = val
-			} else {
-				e.Attrs[k] = val
-			}
+		if !strings.Contains(v, "type=") {
+			return nil, fmt.Errorf("--%s %q: missing type= (e.g. type=registry,ref=host/repo:cache)", flag, v)
 		}
+		es, err := parse([]string{v})
+		if err != nil {
+			return nil, fmt.Errorf("--%s %q: not key=value pairs: %w", flag, v, err)
+		}
+		e := es[0]
 		switch e.Type {
 		case "registry":
 			if e.Attrs["ref"] == "" {
