@@ -33,7 +33,6 @@ type filter struct {
 	sets     *sets
 	log      *eventLog
 	dialer   *net.Dialer
-	udp      *dns.Client // its Timeout bounds an upstream UDP exchange
 	tcp      *dns.Client
 	names    sync.Map // netip.Addr → name, for the packet log
 	pools    sync.Map // netip.AddrPort → chan *upConn (idle upstream sockets)
@@ -169,7 +168,6 @@ func newFilter(cfg Config, s *sets, log *eventLog) (*filter, error) {
 		cfg: cfg, ups: ups, sets: s, log: log, dialer: d,
 		entryHits: make([]entryCounter, len(cfg.Allow)), started: time.Now(),
 		errw: os.Stderr,
-		udp:  &dns.Client{Net: "udp", Dialer: d, Timeout: 2 * time.Second, UDPSize: 4096},
 		tcp:  &dns.Client{Net: "tcp", Dialer: d, Timeout: 3 * time.Second},
 	}, nil
 }
@@ -198,7 +196,7 @@ func (f *filter) answer(r *dns.Msg, tcp bool, raw []byte) *dns.Msg {
 		return f.refuse(r, "dns-"+v.Reason)
 	}
 	f.countHits(q.Name)
-	if resp := f.cached(q, r, v, tcp); resp != nil {
+	if resp := f.cached(q, r, v); resp != nil {
 		return resp
 	}
 	resp, err := f.forward(r, tcp, raw)
@@ -246,13 +244,7 @@ func (f *filter) serveUDP(pc *net.UDPConn) error {
 					continue // not a query: no answer, as no server owes one
 				}
 				m := f.answer(r, false, buf[:n])
-				size := dns.MinMsgSize
-				if o := r.IsEdns0(); o != nil {
-					size = max(int(o.UDPSize()), dns.MinMsgSize)
-				}
-				if m.Len() > size {
-					m.Truncate(size)
-				}
+				truncateUDP(m, r)
 				if out, err = m.PackBuffer(out[:cap(out)]); err != nil {
 					continue
 				}
@@ -302,7 +294,7 @@ func (f *filter) store(q dns.Question, resp *dns.Msg) {
 
 // cached answers from the cache, with TTLs aged, after making sure the
 // addresses are still in the sets.
-func (f *filter) cached(q dns.Question, r *dns.Msg, v Verdict, tcp bool) *dns.Msg {
+func (f *filter) cached(q dns.Question, r *dns.Msg, v Verdict) *dns.Msg {
 	if f.cfg.NoCache {
 		return nil
 	}
@@ -338,14 +330,21 @@ func (f *filter) cached(q dns.Question, r *dns.Msg, v Verdict, tcp bool) *dns.Ms
 	f.hits.Add(1)
 	m.Id = r.Id
 	m.Question = r.Question
-	if !tcp {
-		size := dns.MinMsgSize
-		if o := r.IsEdns0(); o != nil {
-			size = int(o.UDPSize())
-		}
+	return m
+}
+
+// truncateUDP fits a UDP answer into what the query can take: 512 bytes,
+// or the EDNS0 buffer size it advertised but never less than 512 (RFC 6891
+// 6.2.5). Every UDP answer, from the cache or not, goes through it once,
+// in serveUDP.
+func truncateUDP(m, q *dns.Msg) {
+	size := dns.MinMsgSize
+	if o := q.IsEdns0(); o != nil {
+		size = max(int(o.UDPSize()), dns.MinMsgSize)
+	}
+	if m.Len() > size {
 		m.Truncate(size)
 	}
-	return m
 }
 
 func (f *filter) refuse(r *dns.Msg, reason string) *dns.Msg {
@@ -374,6 +373,9 @@ func (f *filter) forward(r *dns.Msg, tcp bool, raw []byte) (*dns.Msg, error) {
 	}
 	return nil, errors.Join(errs...)
 }
+
+// upstreamUDPTimeout bounds one UDP exchange with an upstream.
+const upstreamUDPTimeout = 2 * time.Second
 
 // upConn is an idle upstream socket: connected to one upstream and marked,
 // so it only ever receives that upstream's answers.
@@ -405,7 +407,7 @@ func (f *filter) exchangeUDP(r *dns.Msg, raw []byte, up netip.AddrPort) (*dns.Ms
 			return nil, err
 		}
 	}
-	resp, err := uc.exchange(raw, r.Id, time.Now().Add(f.udp.Timeout))
+	resp, err := uc.exchange(raw, r.Id, time.Now().Add(upstreamUDPTimeout))
 	if err != nil {
 		uc.c.Close()
 		return nil, err
@@ -628,6 +630,20 @@ func RunDNS(ctx context.Context, cfg Config) error {
 		servers []*dns.Server
 		pcs     []*net.UDPConn
 	)
+	// Every listener is closed and every server shut down on any return,
+	// so a step that fails after they are up (NFLOG, the bindings socket)
+	// leaves no server behind. Closing the listener also stops a server
+	// whose ActivateAndServe has not marked it started yet, which Shutdown
+	// alone would refuse.
+	defer func() {
+		for _, srv := range servers {
+			srv.Shutdown()
+			srv.Listener.Close()
+		}
+		for _, pc := range pcs {
+			pc.Close()
+		}
+	}()
 	for _, host := range []string{"127.0.0.1", "::1"} {
 		addr := net.JoinHostPort(host, fmt.Sprint(cfg.DNSPort))
 		pc, err := net.ListenPacket("udp", addr)
@@ -653,7 +669,6 @@ func RunDNS(ctx context.Context, cfg Config) error {
 		go func() { errc <- srv.ActivateAndServe() }()
 	}
 	for _, pc := range pcs {
-		defer pc.Close()
 		go func() { errc <- f.serveUDP(pc) }()
 	}
 	if cfg.Gate {
@@ -701,9 +716,6 @@ func RunDNS(ctx context.Context, cfg Config) error {
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
-	}
-	for _, srv := range servers {
-		srv.Shutdown()
 	}
 	if err != nil {
 		return fmt.Errorf("firewall dns: %w", err)

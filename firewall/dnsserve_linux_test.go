@@ -57,7 +57,7 @@ func TestServeUDP(t *testing.T) {
 		NoCache:  true,
 	}.WithDefaults()
 	f := &filter{cfg: cfg, ups: cfg.Upstream, log: &eventLog{}, dialer: &net.Dialer{},
-		udp: &dns.Client{Timeout: 2 * time.Second}, errw: testWriter{t},
+		errw:      testWriter{t},
 		entryHits: make([]entryCounter, len(cfg.Allow)), started: time.Now()}
 	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {

@@ -32,6 +32,8 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	case "dns":
 		os.Exit(helperDNS())
+	case "dnsleak":
+		os.Exit(helperDNSLeak())
 	case "gate":
 		os.Exit(helperGate())
 	case "apply":
