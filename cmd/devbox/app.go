@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"runtime/debug"
 
@@ -66,22 +65,4 @@ func newApp() *cli.App {
 			completionCommand,
 		},
 	}
-}
-
-// exitCodeError carries a process exit code through the cli error path, for
-// `devbox run` which must pass the sandboxed command's status through.
-type exitCodeError struct {
-	code int
-	err  error
-}
-
-func (e *exitCodeError) Error() string { return e.err.Error() }
-func (e *exitCodeError) Unwrap() error { return e.err }
-
-func exitCode(err error) int {
-	var ec *exitCodeError
-	if errors.As(err, &ec) {
-		return ec.code
-	}
-	return 1
 }

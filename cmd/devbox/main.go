@@ -15,7 +15,10 @@ func main() {
 	err := newApp().RunContext(ctx, os.Args)
 	stop()
 	if err != nil {
+		// A command that must exit with another status (`devbox run`
+		// passes its command's through) returns cli.Exit, which urfave/cli
+		// turns into os.Exit before Run returns; whatever gets here is 1.
 		fmt.Fprintf(os.Stderr, "devbox: %v\n", err)
-		os.Exit(exitCode(err))
+		os.Exit(1)
 	}
 }

@@ -1,6 +1,7 @@
 // Package atomicfile writes files so that a reader, or a crash, never sees
-// half of one: the data goes to a temporary file beside the target, which
-// then replaces it in one rename.
+// half of one: the data goes to a temporary file beside the target, is
+// flushed to disk, and then replaces the target in one rename, which is
+// flushed too.
 package atomicfile
 
 import (
@@ -25,6 +26,11 @@ func WriteFile(path string, data []byte, mode fs.FileMode) error {
 		// asked for explicitly.
 		err = f.Chmod(mode)
 	}
+	if err == nil {
+		// Without it a crash after the rename can leave the new name
+		// pointing at an empty or partial file.
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -35,5 +41,22 @@ func WriteFile(path string, data []byte, mode fs.FileMode) error {
 		os.Remove(tmp)
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
+	// The rename is an entry in the directory: flush it, so after a crash
+	// the name holds the new file rather than the old one (or none).
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
 	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

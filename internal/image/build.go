@@ -36,14 +36,6 @@ import (
 // unset: where a rootful buildkitd listens by default.
 const DefaultBuildkitHost = "unix:///run/buildkit/buildkitd.sock"
 
-// BuildkitHost returns $BUILDKIT_HOST or DefaultBuildkitHost.
-func BuildkitHost() string {
-	if h := os.Getenv("BUILDKIT_HOST"); h != "" {
-		return h
-	}
-	return DefaultBuildkitHost
-}
-
 // TLS holds the client certificates for a tcp:// BuildKit daemon.
 type TLS struct {
 	CACert, Cert, Key string

@@ -155,7 +155,7 @@ func untarLayout(tarPath, dir string) error {
 // the digest is b's.
 func Copy(ctx context.Context, b *Built, dest string, opts ...Option) (name.Digest, error) {
 	o := collect(opts)
-	ref, err := ParseReference(dest, opts...)
+	ref, err := ParseReference(dest)
 	if err != nil {
 		return name.Digest{}, err
 	}
@@ -178,7 +178,7 @@ func Copy(ctx context.Context, b *Built, dest string, opts ...Option) (name.Dige
 // how tests prove that a failed build pushed nothing.
 func Exists(ctx context.Context, ref string, opts ...Option) (bool, error) {
 	o := collect(opts)
-	r, err := ParseReference(ref, opts...)
+	r, err := ParseReference(ref)
 	if err != nil {
 		return false, err
 	}
@@ -197,7 +197,7 @@ func Exists(ctx context.Context, ref string, opts ...Option) (bool, error) {
 // when ref is an index.
 func Pull(ctx context.Context, ref, platform string, opts ...Option) (v1.Image, error) {
 	o := collect(opts)
-	r, err := ParseReference(ref, opts...)
+	r, err := ParseReference(ref)
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,11 @@
-// Package registry is devbox's only door to image registries and image
-// files, through go-containerregistry: it resolves references to digests
-// (auth from the Docker config keychain), reads built images from an OCI
-// layout directory or tarball and copies them to registries keeping their
-// digest, loads image tarballs into a Docker engine, and reads npm registry
-// metadata to pin Claude Code.
+// Package registry is how devbox moves images, through
+// go-containerregistry: it resolves references to digests (auth from the
+// Docker config keychain), reads built images from an OCI layout directory
+// or tarball and copies them to registries keeping their digest, loads
+// image tarballs into a Docker engine, and reads npm registry metadata to
+// pin Claude Code. The Dev Container Feature, an OCI artifact rather than
+// an image, is pushed by package features, which calls
+// go-containerregistry itself.
 package registry
 
 import (
@@ -24,7 +26,6 @@ type Option func(*options)
 type options struct {
 	keychain  authn.Keychain
 	transport http.RoundTripper
-	insecure  bool
 }
 
 // WithKeychain sets where credentials come from. The default is
@@ -35,11 +36,6 @@ func WithKeychain(k authn.Keychain) Option { return func(o *options) { o.keychai
 // WithTransport sets the HTTP transport (tests). The default is
 // remote.DefaultTransport.
 func WithTransport(t http.RoundTripper) Option { return func(o *options) { o.transport = t } }
-
-// WithInsecure allows plain HTTP for every registry. Without it, only
-// loopback registries ("localhost", "127.0.0.1") are spoken to over HTTP,
-// which is go-containerregistry's own rule.
-func WithInsecure(v bool) Option { return func(o *options) { o.insecure = v } }
 
 func collect(opts []Option) options {
 	o := options{keychain: authn.DefaultKeychain, transport: remote.DefaultTransport}
@@ -53,18 +49,12 @@ func (o options) remote(ctx context.Context) []remote.Option {
 	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(o.keychain), remote.WithTransport(o.transport)}
 }
 
-func (o options) nameOpts() []name.Option {
-	if o.insecure {
-		return []name.Option{name.Insecure}
-	}
-	return nil
-}
-
 // ParseReference parses an image reference ("host/repo:tag",
 // "host/repo@sha256:…").
-func ParseReference(ref string, opts ...Option) (name.Reference, error) {
-	o := collect(opts)
-	r, err := name.ParseReference(ref, o.nameOpts()...)
+// Plain HTTP is spoken only to loopback registries ("localhost",
+// "127.0.0.1"), go-containerregistry's own rule.
+func ParseReference(ref string) (name.Reference, error) {
+	r, err := name.ParseReference(ref)
 	if err != nil {
 		return nil, fmt.Errorf("image reference %q: %w", ref, err)
 	}
@@ -76,7 +66,7 @@ func ParseReference(ref string, opts ...Option) (name.Reference, error) {
 // platform. A reference that already has a digest is checked to exist.
 func Resolve(ctx context.Context, ref string, opts ...Option) (name.Digest, error) {
 	o := collect(opts)
-	r, err := ParseReference(ref, opts...)
+	r, err := ParseReference(ref)
 	if err != nil {
 		return name.Digest{}, err
 	}
