@@ -318,24 +318,9 @@ func (d *Destination) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// MatchName reports whether a DNS name is covered by d, ignoring the port: a
-// Host matches its exact name, a Wildcard matches strict subdomains of its
-// suffix only ("*.example.com" matches "a.example.com" and "a.b.example.com"
-// but not "example.com"). name may be in any case and may end with one dot
-// (as DNS questions do); a name that is not a valid RFC 1123 host name never
-// matches, so no NUL byte or other trick in a query can slip through a
-// wildcard. Prefix destinations never match a name.
-func (d Destination) MatchName(name string) bool {
-	if d.Kind != Host && d.Kind != Wildcard {
-		return false
-	}
-	n, ok := canonicalQueryName(name)
-	if !ok {
-		return false
-	}
-	return d.matchCanonical(n)
-}
-
+// matchCanonical reports whether the canonical name n is covered by d,
+// ignoring the port; covers uses it to find allow entries a deny makes
+// useless. Deciding queries is the firewall's job (firewall.Config.Match).
 func (d Destination) matchCanonical(n string) bool {
 	switch d.Kind {
 	case Host:
@@ -344,15 +329,6 @@ func (d Destination) matchCanonical(n string) bool {
 		return len(n) > len(d.Name)+1 && strings.HasSuffix(n, d.Name) && n[len(n)-len(d.Name)-1] == '.'
 	}
 	return false
-}
-
-// canonicalQueryName validates a name to match against the policy.
-func canonicalQueryName(name string) (string, bool) {
-	if checkBytes(name) != "" || strings.ContainsAny(name, "*:/[]") {
-		return "", false
-	}
-	n, reason := canonicalName(name)
-	return n, reason == ""
 }
 
 // covers reports whether every connection d allows is also allowed by c

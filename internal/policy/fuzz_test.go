@@ -87,10 +87,10 @@ func checkDestination(t *testing.T, in string, d Destination) {
 		if d.Prefix.IsValid() {
 			t.Fatalf("%q: a name with a prefix", in)
 		}
-		if d.Kind == Host && !d.MatchName(name) {
+		if d.Kind == Host && !d.matchCanonical(name) {
 			t.Fatalf("%q does not match its own name", in)
 		}
-		if d.Kind == Wildcard && (d.MatchName(name) || !d.MatchName("a."+name)) {
+		if d.Kind == Wildcard && (d.matchCanonical(name) || !d.matchCanonical("a."+name)) {
 			t.Fatalf("%q: a wildcard must match strict subdomains only", in)
 		}
 	case Prefix:

@@ -57,6 +57,42 @@ func TestMatchName(t *testing.T) {
 	}
 }
 
+// TestMatchDestination: one entry at a time, as policy's own
+// Destination.MatchName used to decide it.
+func TestMatchDestination(t *testing.T) {
+	host := `{"network": {"allow": ["api.x.test"]}}`
+	wild := `{"network": {"allow": ["*.x.test"]}}`
+	ip := `{"network": {"allow": ["192.0.2.1"]}}`
+	tests := []struct {
+		policy, name string
+		want         bool
+	}{
+		{host, "api.x.test", true},
+		{host, "API.X.TEST.", true},
+		{host, "x.test", false},
+		{host, "a.api.x.test", false},
+		{host, "api.x.test.evil.test", false},
+		{wild, "a.x.test", true},
+		{wild, "a.b.x.test", true},
+		{wild, "a.x.test.", true},
+		{wild, "x.test", false},
+		{wild, "ax.test", false},
+		{wild, "a\x00b.x.test", false},
+		{wild, "a b.x.test", false},
+		{wild, "*.x.test", false},
+		// The enforced matcher takes underscores in service labels
+		// (_dmarc, _acme-challenge); policy's deleted one refused them.
+		{wild, "a_b.x.test", true},
+		{wild, "", false},
+		{ip, "192.0.2.1", false},
+	}
+	for _, tt := range tests {
+		if got := enforced(t, tt.policy).Match(tt.name).Allowed; got != tt.want {
+			t.Errorf("%s: Match(%q).Allowed = %v, want %v", tt.policy, tt.name, got, tt.want)
+		}
+	}
+}
+
 // openPorts lists the ports of v's entries that a connection gets through.
 func openPorts(v firewall.Verdict) []uint16 {
 	var out []uint16
