@@ -259,10 +259,10 @@ func TestWorld(t *testing.T) {
 	os.Chown(home, 1000, 1000)
 	resolv, _ := os.ReadFile(filepath.Join("/etc/netns", w.Client, "resolv.conf"))
 	c := newContainer(t, w, dir, map[string]string{
-		"/etc/passwd":                             "agent:x:1000:1000::" + home + ":/bin/sh\n" + layout.GatewayUser + ":x:996:996::/nonexistent:/usr/sbin/nologin\n",
-		"/etc/group":                              "agent:x:1000:\n" + layout.GatewayUser + ":x:996:\n",
-		sandbox.ClaudeManagedSettingsPath:         string(managed),
-		"/etc/resolv.conf":                        string(resolv),
+		"/etc/passwd":                     "agent:x:1000:1000::" + home + ":/bin/sh\n" + layout.GatewayUser + ":x:996:996::/nonexistent:/usr/sbin/nologin\n",
+		"/etc/group":                      "agent:x:1000:\n" + layout.GatewayUser + ":x:996:\n",
+		sandbox.ClaudeManagedSettingsPath: string(managed),
+		"/etc/resolv.conf":                string(resolv),
 	})
 	secretsDir := filepath.Join(dir, "secrets")
 	rootEnv := []string{"SSL_CERT_FILE=" + caFile, "DEVBOX_SECRETS_DIR=" + secretsDir}
