@@ -347,7 +347,7 @@ func dnsFilterDown(t testing.TB, e env, w *world, id string, execUser func(args 
 	// Deny-all, not allow-all: the allowed name no longer resolves, and
 	// every other attempt still fails.
 	args := append([]string{"devbox-escape", "--skip", "DNS filter", "--deny-name", "allowed.test:8080"}, w.escapeArgs("")...)
-	args = dropPairs(args, "--allow-name", "--allow-url")
+	args = dropPairs(args, "--allow-name", "--allow-url", "--gated-name")
 	escapeSuite(t, execUser(args...), 30, 0)
 	out, err := execUser("devbox", "doctor").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "DNS filter (uid 998) is not running") {

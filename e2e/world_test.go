@@ -151,6 +151,7 @@ func (w *world) escapeArgs(workspace string) []string {
 		"--ipv6", "[" + w.W1v6 + "]:8080", "--ipv6", "[" + w.W2v6 + "]:8080",
 		"--icmp", w.W1, "--icmp", w.W2, "--icmp", w.W1v6,
 		"--udp", w.W1 + ":443", "--udp", w.W2 + ":443", "--udp", w.W1 + ":5000",
+		"--gated-name", "allowed.test:8080",
 		"--metadata", "169.254.169.254:80",
 		"--tunnel-domain", "exfil.test", "--nonce", w.Nonce,
 		"--read-denied", "/etc/shadow", "--read-denied", "/root/devbox-secret",

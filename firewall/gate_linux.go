@@ -46,6 +46,32 @@ type gate struct {
 
 	accepted, passed, refused, active, dialErrors atomic.Int64
 	reasons                                       sync.Map // reason → *atomic.Int64
+
+	// recent keeps the filter's non-empty answers for bindCacheFor, so a
+	// burst of connections to one address costs one round trip. A binding
+	// lives at least 2×MinTTL, and the set entry the gate's own dial needs
+	// expires with it: a stale hit is still refused by the kernel.
+	recent sync.Map // netip.Addr → recentNames
+}
+
+type recentNames struct {
+	names []string
+	until time.Time
+}
+
+const bindCacheFor = 2 * time.Second
+
+// boundNames returns the names the filter says resolved to a.
+func (g *gate) boundNames(a netip.Addr) ([]string, error) {
+	now := time.Now()
+	if r, ok := g.recent.Load(a); ok && now.Before(r.(recentNames).until) {
+		return r.(recentNames).names, nil
+	}
+	names, err := g.binds.names(a)
+	if err == nil && len(names) > 0 {
+		g.recent.Store(a, recentNames{names, now.Add(bindCacheFor)})
+	}
+	return names, err
 }
 
 // RunGate runs the name gate in the foreground until ctx is done: it
@@ -79,6 +105,23 @@ func RunGate(ctx context.Context, cfg Config) error {
 		}
 		ls = append(ls, l.(*net.TCPListener))
 	}
+	go func() {
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				g.recent.Range(func(k, v any) bool {
+					if !now.Before(v.(recentNames).until) {
+						g.recent.Delete(k)
+					}
+					return true
+				})
+			}
+		}
+	}()
 	errc := make(chan error, len(ls))
 	for _, l := range ls {
 		defer l.Close()
@@ -117,7 +160,7 @@ func (g *gate) handle(c *net.TCPConn) {
 	c.SetReadDeadline(time.Now().Add(sniffTimeout))
 	sc := &sniffConn{TCPConn: c}
 	kind, name, ech := sniff(sc)
-	bound, berr := g.binds.names(orig.Addr())
+	bound, berr := g.boundNames(orig.Addr())
 	if berr != nil {
 		fmt.Fprintf(g.errw, "devbox gate: %s: %v\n", orig, berr)
 	}

@@ -2,6 +2,7 @@ package escape
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -48,6 +49,15 @@ type Targets struct {
 	ICMP []string
 	// UDP are ip:port targets (QUIC on 443 and others) that echo datagrams.
 	UDP []string
+	// GatedNames are host:port pairs of allowed names (on an allowed
+	// port): the suite connects to their addresses asking, in the TLS SNI
+	// and in the HTTP Host, for a name the policy does not allow. The name
+	// gate must refuse both before any byte reaches the server.
+	GatedNames []string
+	// GatedUDP are host:port pairs of allowed names with a UDP echo server
+	// on an allowed port: UDP to a name's address (QUIC) must be blocked
+	// (the policy leaves network.quic off).
+	GatedUDP []string
 	// Metadata is the cloud metadata endpoint ("" skips the check; the
 	// command passes 169.254.169.254:80 only when told, since on a host
 	// outside a test network it is a real address).
@@ -108,6 +118,29 @@ func Checks(t Targets) []Check {
 	}
 	for _, a := range t.UDP {
 		add("UDP datagram (QUIC)", a, MustFail, func(ctx context.Context) error { return udpEcho(ctx, a, t.Nonce) })
+	}
+	// The name gate: an allowed name's address, asked for another site.
+	other := "gate-" + t.Nonce + ".not-allowed.invalid"
+	if t.TunnelDomain != "" {
+		other = "gate-" + t.Nonce + "." + strings.TrimSuffix(t.TunnelDomain, ".")
+	}
+	for _, hp := range t.GatedNames {
+		add("allowed name's address, other SNI", hp+" sni="+other, MustFail, func(ctx context.Context) error { return sniMismatch(ctx, hp, other) })
+		add("allowed name's address, other Host", hp+" host="+other, MustFail, func(ctx context.Context) error { return hostMismatch(ctx, hp, other) })
+		add("allowed name's address, no SNI", hp, MustFail, func(ctx context.Context) error { return sniMismatch(ctx, hp, "") })
+	}
+	for _, hp := range t.GatedUDP {
+		add("UDP to an allowed name (QUIC)", hp, MustFail, func(ctx context.Context) error {
+			host, port, err := net.SplitHostPort(hp)
+			if err != nil {
+				return invalid("%q: %v", hp, err)
+			}
+			addrs, err := net.DefaultResolver.LookupHost(ctx, host)
+			if err != nil {
+				return invalid("%s does not resolve, so the check proves nothing: %v", host, err)
+			}
+			return udpEcho(ctx, net.JoinHostPort(addrs[0], port), t.Nonce)
+		})
 	}
 
 	// DNS: the container's resolver and other resolvers, UDP and TCP,
@@ -552,4 +585,65 @@ func httpGet(ctx context.Context, u string) error {
 		return fmt.Errorf("status %s", resp.Status)
 	}
 	return &escapedError{resp.Status}
+}
+
+// dialName resolves an allowed name and connects to its first address, as
+// any client would: the address is in the sets because the name is allowed.
+func dialName(ctx context.Context, hostport string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return nil, invalid("%q: %v", hostport, err)
+	}
+	addrs, err := net.DefaultResolver.LookupHost(ctx, host)
+	if err != nil {
+		return nil, invalid("%s does not resolve, so the check proves nothing: %v", host, err)
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", net.JoinHostPort(addrs[0], port))
+	if err != nil {
+		return nil, invalid("%s did not connect, so the check proves nothing: %v", hostport, err)
+	}
+	setDeadline(ctx, c)
+	return c, nil
+}
+
+// sniMismatch sends a ClientHello for sni ("" for none) to an allowed
+// name's address. Anything but a TLS alert or a closed connection — a
+// ServerHello, or a plain server's first bytes — means it reached a
+// server: an escape.
+func sniMismatch(ctx context.Context, hostport, sni string) error {
+	c, err := dialName(ctx, hostport)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	tc := tls.Client(c, &tls.Config{ServerName: sni, InsecureSkipVerify: true})
+	err = tc.HandshakeContext(ctx)
+	var rh tls.RecordHeaderError
+	var oe *net.OpError
+	switch {
+	case err == nil:
+		return escaped("TLS handshake with %s completed", c.RemoteAddr())
+	case errors.As(err, &rh):
+		return escaped("a server at %s answered %q", c.RemoteAddr(), rh.RecordHeader[:])
+	case errors.As(err, &oe) && oe.Op == "remote error":
+		return fmt.Errorf("refused: %v", err)
+	}
+	return err
+}
+
+// hostMismatch sends an HTTP request for host to an allowed name's
+// address: any answer is an escape.
+func hostMismatch(ctx context.Context, hostport, host string) error {
+	c, err := dialName(ctx, hostport)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host)
+	buf := make([]byte, 64)
+	n, err := c.Read(buf)
+	if n > 0 {
+		return escaped("%s answered %q", c.RemoteAddr(), buf[:n])
+	}
+	return err
 }

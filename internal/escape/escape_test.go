@@ -283,3 +283,69 @@ func TestNotAsRoot(t *testing.T) {
 		t.Errorf("as a user: ran=%v err=%v", ran, err)
 	}
 }
+
+// TestGatedName: against a server that answers (no gate in the way) the
+// SNI and Host checks see an escape; against one that sends a TLS alert,
+// or resets, they see a block. Loopback servers stand for the world, and
+// "localhost" for the allowed name.
+func TestGatedName(t *testing.T) {
+	serve := func(answer func(net.Conn)) string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				go func() { answer(c); c.Close() }()
+			}
+		}()
+		_, port, _ := net.SplitHostPort(l.Addr().String())
+		return net.JoinHostPort("localhost", port)
+	}
+	plain := serve(func(c net.Conn) { c.Write([]byte("HTTP/1.0 200 OK\r\n\r\nhello\n")) })
+	gate := serve(func(c net.Conn) {
+		c.Read(make([]byte, 4096))
+		c.Write([]byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 49}) // the gate's access_denied
+	})
+	reset := serve(func(c net.Conn) {
+		c.Read(make([]byte, 4096))
+		c.(*net.TCPConn).SetLinger(0)
+	})
+	for _, tc := range []struct {
+		what string
+		run  func(context.Context) error
+		want Outcome
+	}{
+		{"sni, plain server", func(ctx context.Context) error { return sniMismatch(ctx, plain, "evil.test") }, Escaped},
+		{"host, plain server", func(ctx context.Context) error { return hostMismatch(ctx, plain, "evil.test") }, Escaped},
+		{"sni, gate alert", func(ctx context.Context) error { return sniMismatch(ctx, gate, "evil.test") }, Blocked},
+		{"no sni, gate alert", func(ctx context.Context) error { return sniMismatch(ctx, gate, "") }, Blocked},
+		{"host, reset", func(ctx context.Context) error { return hostMismatch(ctx, reset, "evil.test") }, Blocked},
+		{"sni, reset", func(ctx context.Context) error { return sniMismatch(ctx, reset, "evil.test") }, Blocked},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		got, detail := classify(MustFail, tc.run(ctx))
+		cancel()
+		if got != tc.want {
+			t.Errorf("%s: %s (%s), want %s", tc.what, got, detail, tc.want)
+		}
+	}
+	cs := Checks(Targets{GatedNames: []string{"allowed.test:443"}, GatedUDP: []string{"allowed.test:443"}, TunnelDomain: "exfil.test", Nonce: "zz"})
+	n := 0
+	for _, c := range cs {
+		if strings.HasPrefix(c.Name, "allowed name's address") || c.Name == "UDP to an allowed name (QUIC)" {
+			n++
+			if c.Kind != MustFail {
+				t.Errorf("%s is not an escape attempt", c.Name)
+			}
+		}
+	}
+	if n != 4 {
+		t.Errorf("%d gate checks, want 4", n)
+	}
+}
