@@ -62,6 +62,7 @@ func (vs *Violations) Error() string {
 //     a parent directory of it); sandbox.allowWrite entries lie within a
 //     baseline allowWrite entry; a baseline's enabled sandbox stays enabled;
 //   - agent.claudeCode is the baseline's version;
+//   - network.quic stays off when the baseline's is off;
 //   - network.dns.upstream only names the baseline's resolvers, a baseline
 //     that logs blocked connections keeps logging them, to its log file;
 //   - image.user is the baseline's (the image has no other account).
@@ -111,6 +112,10 @@ func Check(base *policy.Policy, baseName string, repo *policy.Explanation) error
 		// The entrypoint creates the log file as root for the DNS filter's
 		// account: a repository must not pick that path.
 		c.add("network.log.file", fmt.Sprintf("%q: the log file is the baseline's", p.Network.Log.File), fmt.Sprintf("network.log.file %q", b.Network.Log.File))
+	}
+	if p.Network.QUIC && !b.Network.QUIC {
+		// UDP to allowed names' addresses skips the name gate.
+		c.add("network.quic", "the baseline keeps QUIC off (UDP to allowed names would skip the name gate); the repository cannot turn it on", "network.quic false")
 	}
 	if b.Network.Log.Blocked && !p.Network.Log.Blocked {
 		c.add("network.log.blocked", "the baseline logs blocked connections; the repository cannot turn that off", "network.log.blocked true")

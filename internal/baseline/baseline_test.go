@@ -71,6 +71,7 @@ func TestHostileCases(t *testing.T) {
 		{"claude code none", `"claudeCode": "2.1.332"`, `"claudeCode": "none"`, "pins Claude Code 2.1.332", "agent.claudeCode", `agent.claudeCode "2.1.332"`},
 		{"log off", `"network": {`, `"network": {"log": {"blocked": false},`, "cannot turn that off", "network.log.blocked", "network.log.blocked true"},
 		{"upstream", `"network": {`, `"network": {"dns": {"upstream": ["192.0.2.53"]},`, `"192.0.2.53:53" is not one of`, "network.dns.upstream[0]", "network.dns.upstream (the container's resolv.conf)"},
+		{"quic", `"network": {`, `"network": {"quic": true,`, "cannot turn it on", "network.quic", "network.quic false"},
 		{"user", `"agent"`, `"image": {"user": {"name": "eve"}}, "agent"`, "cannot name another", "image.user", "image.user dev"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
