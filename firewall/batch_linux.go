@@ -19,18 +19,14 @@ func addBatch(set string, es []entry, timeout uint32) error {
 	if len(es) == 0 {
 		return nil
 	}
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+	s, err := nl.Subscribe(unix.NETLINK_NETFILTER)
 	if err != nil {
 		return fmt.Errorf("netlink socket: %w", err)
 	}
-	defer unix.Close(fd)
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return fmt.Errorf("netlink bind: %w", err)
-	}
-	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
+	defer s.Close()
+	s.SetReceiveBufferSize(1<<20, false)
 	const perWrite = 256 // acks for one write fit the receive buffer
 	buf := make([]byte, 0, perWrite*128)
-	ack := make([]byte, 1<<16)
 	seq := uint32(1)
 	for start := 0; start < len(es); start += perWrite {
 		chunk := es[start:min(start+perWrite, len(es))]
@@ -40,32 +36,28 @@ func addBatch(set string, es []entry, timeout uint32) error {
 			buf = append(buf, ipsetAddMsg(set, e, timeout, seq)...)
 			seq++
 		}
-		if err := unix.Sendto(fd, buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		// nl's Send takes one request; many share this one write.
+		if err := unix.Sendto(s.GetFd(), buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 			return fmt.Errorf("netlink send: %w", err)
 		}
 		for got := 0; got < len(chunk); {
-			n, _, err := unix.Recvfrom(fd, ack, 0)
+			msgs, _, err := s.Receive()
 			if err != nil {
 				return fmt.Errorf("netlink receive: %w", err)
 			}
-			for b := ack[:n]; len(b) >= unix.NLMSG_HDRLEN; {
-				l := int(binary.NativeEndian.Uint32(b))
-				if l < unix.NLMSG_HDRLEN || l > len(b) {
-					break
+			for _, m := range msgs {
+				if m.Header.Type != unix.NLMSG_ERROR {
+					continue
 				}
-				if binary.NativeEndian.Uint16(b[4:]) == unix.NLMSG_ERROR && l >= unix.NLMSG_HDRLEN+4 {
-					got++
-					if code := int32(binary.NativeEndian.Uint32(b[16:])); code != 0 {
-						s := binary.NativeEndian.Uint32(b[8:])
-						idx := start + int(s-first)
-						what := "?"
-						if idx >= 0 && idx < len(es) {
-							what = es[idx].String()
-						}
-						return fmt.Errorf("add %s to set %s: %w", what, set, unix.Errno(-code))
+				got++
+				if err := ackError(m); err != nil {
+					idx := start + int(m.Header.Seq-first)
+					what := "?"
+					if idx >= 0 && idx < len(es) {
+						what = es[idx].String()
 					}
+					return fmt.Errorf("add %s to set %s: %w", what, set, err)
 				}
-				b = b[min((l+3)&^3, len(b)):]
 			}
 		}
 	}

@@ -8,13 +8,17 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
-// NFLOG over a raw NETLINK_NETFILTER socket: the kernel log is not readable
-// from a container, NFLOG is, and it needs no library beyond x/sys/unix.
+// NFLOG over a NETLINK_NETFILTER socket (the kernel log is not readable
+// from a container, NFLOG is), with the netlink library's nl package for
+// the socket, the messages and their attributes. nl has the nfnetlink
+// framing but not the NFULNL constants, so those are here.
 const (
 	nfnlSubsysULOG     = 4
 	nfulnlMsgPacket    = 0
@@ -26,117 +30,106 @@ const (
 	nfulnlCopyPacket   = 2
 	nfulaPayload       = 9
 	nfulaPrefix        = 10
-	nfulaPacketHdr     = 1
 	nlaTypeMask        = ^uint16(unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
 	nflogCopyRangeSize = 128 // enough for the IPv6 header and ports
 )
 
 // nflogReader receives the packets the rules send to one NFLOG group.
 type nflogReader struct {
-	fd int
+	s *nl.NetlinkSocket
 }
 
 func openNFLOG(group uint16) (*nflogReader, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+	s, err := nl.Subscribe(unix.NETLINK_NETFILTER)
 	if err != nil {
 		return nil, fmt.Errorf("nflog socket: %w", err)
 	}
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("nflog bind: %w", err)
-	}
-	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
-	r := &nflogReader{fd: fd}
+	s.SetReceiveBufferSize(1<<20, false)
+	r := &nflogReader{s: s}
 	// Bind the group, then ask for the packet's first bytes.
 	if err := r.config(group, nfulaCfgCmd, []byte{nfulnlCfgCmdBind}); err != nil {
-		unix.Close(fd)
+		s.Close()
 		return nil, err
 	}
-	mode := make([]byte, 6)
-	binary.BigEndian.PutUint32(mode, nflogCopyRangeSize)
-	mode[4] = nfulnlCopyPacket
+	mode := binary.BigEndian.AppendUint32(nil, nflogCopyRangeSize)
+	mode = append(mode, nfulnlCopyPacket, 0) // copy_mode, padding
 	if err := r.config(group, nfulaCfgMode, mode); err != nil {
-		unix.Close(fd)
+		s.Close()
 		return nil, err
 	}
 	// One packet per message: the default batches for up to a second.
 	if err := r.config(group, nfulaCfgQThresh, binary.BigEndian.AppendUint32(nil, 1)); err != nil {
-		unix.Close(fd)
+		s.Close()
 		return nil, err
 	}
 	return r, nil
 }
 
-func (r *nflogReader) Close() error { return unix.Close(r.fd) }
+// Close closes the socket; a read in progress returns.
+func (r *nflogReader) Close() error { r.s.Close(); return nil }
 
-func (r *nflogReader) config(group uint16, attr uint16, val []byte) error {
-	alen := 4 + len(val)
-	msg := make([]byte, 16+4+align4(alen))
-	binary.NativeEndian.PutUint32(msg[0:], uint32(len(msg)))
-	binary.NativeEndian.PutUint16(msg[4:], nfnlSubsysULOG<<8|nfulnlMsgConfig)
-	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK)
-	binary.NativeEndian.PutUint32(msg[8:], 1)
-	msg[16] = unix.AF_UNSPEC // nfgenmsg: family, version, res_id (group, big endian)
-	msg[17] = 0
-	binary.BigEndian.PutUint16(msg[18:], group)
-	binary.NativeEndian.PutUint16(msg[20:], uint16(alen))
-	binary.NativeEndian.PutUint16(msg[22:], attr)
-	copy(msg[24:], val)
-	if err := unix.Sendto(r.fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+// config sends one NFULNL_MSG_CONFIG for group with one attribute and
+// waits for its ack.
+func (r *nflogReader) config(group uint16, attr int, val []byte) error {
+	req := nl.NewNetlinkRequest(nfnlSubsysULOG<<8|nfulnlMsgConfig, unix.NLM_F_ACK)
+	req.AddData(&nl.Nfgenmsg{NfgenFamily: unix.AF_UNSPEC, Version: nl.NFNETLINK_V0, ResId: nl.Swap16(group)})
+	req.AddData(nl.NewRtAttr(attr, val))
+	if err := r.s.Send(req); err != nil {
 		return fmt.Errorf("nflog config: %w", err)
 	}
-	buf := make([]byte, 4096)
-	n, _, err := unix.Recvfrom(r.fd, buf, 0)
+	msgs, _, err := r.s.Receive()
 	if err != nil {
 		return fmt.Errorf("nflog config: %w", err)
 	}
-	if n >= 20 && binary.NativeEndian.Uint16(buf[4:]) == unix.NLMSG_ERROR {
-		if code := int32(binary.NativeEndian.Uint32(buf[16:])); code != 0 {
-			return fmt.Errorf("nflog config group %d: %w", group, unix.Errno(-code))
+	for _, m := range msgs {
+		if err := ackError(m); err != nil {
+			return fmt.Errorf("nflog config group %d: %w", group, err)
 		}
 	}
 	return nil
 }
 
-func align4(n int) int { return (n + 3) &^ 3 }
+// ackError is the error an NLMSG_ERROR message carries (nil for an ack or
+// another message).
+func ackError(m syscall.NetlinkMessage) error {
+	if m.Header.Type != unix.NLMSG_ERROR || len(m.Data) < 4 {
+		return nil
+	}
+	if code := int32(nl.NativeEndian().Uint32(m.Data)); code != 0 {
+		return unix.Errno(-code)
+	}
+	return nil
+}
 
 // read blocks until packets arrive and calls fn for each one.
 func (r *nflogReader) read(fn func(prefix string, payload []byte, family uint8)) error {
-	buf := make([]byte, 1<<16)
 	for {
-		n, _, err := unix.Recvfrom(r.fd, buf, 0)
+		msgs, _, err := r.s.Receive()
 		if err != nil {
 			if err == unix.EINTR || err == unix.ENOBUFS {
 				continue // ENOBUFS: the kernel dropped some; keep going
 			}
 			return err
 		}
-		for b := buf[:n]; len(b) >= 16; {
-			mlen := int(binary.NativeEndian.Uint32(b))
-			if mlen < 16 || mlen > len(b) {
-				break
+		for _, m := range msgs {
+			if m.Header.Type != nfnlSubsysULOG<<8|nfulnlMsgPacket || len(m.Data) < nl.SizeofNfgenmsg {
+				continue
 			}
-			mtype := binary.NativeEndian.Uint16(b[4:])
-			if mtype == nfnlSubsysULOG<<8|nfulnlMsgPacket && mlen >= 20 {
-				family := b[16]
-				var prefix string
-				var payload []byte
-				for a := b[20:mlen]; len(a) >= 4; {
-					alen := int(binary.NativeEndian.Uint16(a))
-					if alen < 4 || alen > len(a) {
-						break
-					}
-					switch binary.NativeEndian.Uint16(a[2:]) & nlaTypeMask {
-					case nfulaPrefix:
-						prefix = strings.TrimRight(string(a[4:alen]), "\x00")
-					case nfulaPayload:
-						payload = a[4:alen]
-					}
-					a = a[min(align4(alen), len(a)):]
+			attrs, err := nl.ParseRouteAttr(m.Data[nl.SizeofNfgenmsg:])
+			if err != nil {
+				continue
+			}
+			var prefix string
+			var payload []byte
+			for _, a := range attrs {
+				switch a.Attr.Type & nlaTypeMask {
+				case nfulaPrefix:
+					prefix = strings.TrimRight(string(a.Value), "\x00")
+				case nfulaPayload:
+					payload = a.Value
 				}
-				fn(prefix, payload, family)
 			}
-			b = b[min(align4(mlen), len(b)):]
+			fn(prefix, payload, nl.DeserializeNfgenmsg(m.Data).NfgenFamily)
 		}
 	}
 }
