@@ -14,8 +14,8 @@ import (
 	"github.com/devbox-dev/devbox/internal/baseline"
 	"github.com/devbox-dev/devbox/internal/image"
 	"github.com/devbox-dev/devbox/internal/layout"
-	"github.com/devbox-dev/devbox/internal/policy"
 	"github.com/devbox-dev/devbox/internal/pin"
+	"github.com/devbox-dev/devbox/internal/policy"
 	"github.com/devbox-dev/devbox/internal/registry"
 )
 

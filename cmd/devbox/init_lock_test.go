@@ -8,10 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/random"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-
 	"github.com/devbox-dev/devbox/internal/devboxtest"
 	"github.com/devbox-dev/devbox/internal/devcontainer"
 	"github.com/devbox-dev/devbox/internal/policy"
@@ -24,23 +20,8 @@ import (
 // Claude Code is left out so nothing asks the npm registry.
 func TestInitLock(t *testing.T) {
 	reg := devboxtest.NewRegistry(t)
-	push := func(repo string) string {
-		img, err := random.Image(64, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ref, err := name.ParseReference(reg + "/" + repo)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := remote.Write(ref, img); err != nil {
-			t.Fatal(err)
-		}
-		d, _ := img.Digest()
-		return d.String()
-	}
-	digest1 := push("base:one")
-	digest2 := push("base:two")
+	digest1 := devboxtest.PushRandom(t, reg+"/base:one")
+	digest2 := devboxtest.PushRandom(t, reg+"/base:two")
 
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, ".devcontainer"), 0o755)

@@ -6,10 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/random"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-
 	"github.com/devbox-dev/devbox/internal/devboxtest"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
@@ -72,16 +68,7 @@ func TestPolicyLookupLockAndBuild(t *testing.T) {
 	reg := devboxtest.NewRegistry(t)
 	digests := map[string]string{}
 	for _, which := range []string{"devcontainer", "root"} {
-		img, err := random.Image(64, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ref, _ := name.ParseReference(reg + "/" + which + ":1")
-		if err := remote.Write(ref, img); err != nil {
-			t.Fatal(err)
-		}
-		d, _ := img.Digest()
-		digests[which] = d.String()
+		digests[which] = devboxtest.PushRandom(t, reg+"/"+which+":1")
 	}
 	want := bothPolicies(t, func(which string) string { return reg + "/" + which + ":1" })
 	wantLock := policy.LockPath(want)

@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 // NewRegistry starts go-containerregistry's in-memory registry on loopback
@@ -33,4 +36,26 @@ func Replace[T any](tb testing.TB, target *T, val T) {
 	old := *target
 	*target = val
 	tb.Cleanup(func() { *target = old })
+}
+
+// PushRandom pushes a small random image to ref (on a NewRegistry host) and
+// returns its digest ("sha256:…"): a base image for tests that lock or pull.
+func PushRandom(tb testing.TB, ref string) string {
+	tb.Helper()
+	img, err := random.Image(64, 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := remote.Write(r, img); err != nil {
+		tb.Fatalf("push %s: %v", ref, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d.String()
 }

@@ -12,32 +12,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/random"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-
 	"github.com/devbox-dev/devbox/internal/devboxtest"
 	"github.com/devbox-dev/devbox/internal/devcontainer"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
-
-// pushBase puts a random image in reg under repo and returns its digest.
-func pushBase(t *testing.T, reg, repo string) string {
-	t.Helper()
-	img, err := random.Image(64, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := name.ParseReference(reg + "/" + repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(ref, img); err != nil {
-		t.Fatal(err)
-	}
-	d, _ := img.Digest()
-	return d.String()
-}
 
 // npmServer answers every package document with a sha512 integrity and
 // counts the requests.
@@ -72,7 +50,7 @@ func writePolicy(t *testing.T, dir, base, claude string) *policy.Policy {
 
 func TestEnsure(t *testing.T) {
 	reg := devboxtest.NewRegistry(t)
-	d1, d2 := pushBase(t, reg, "base:one"), pushBase(t, reg, "base:two")
+	d1, d2 := devboxtest.PushRandom(t, reg+"/base:one"), devboxtest.PushRandom(t, reg+"/base:two")
 	var hits atomic.Int32
 	var notes []string
 	epoch := int64(1767225600)
@@ -135,7 +113,7 @@ func TestEnsure(t *testing.T) {
 
 func TestRelock(t *testing.T) {
 	reg := devboxtest.NewRegistry(t)
-	d := pushBase(t, reg, "base:one")
+	d := devboxtest.PushRandom(t, reg+"/base:one")
 	dir := t.TempDir()
 	p := writePolicy(t, dir, reg+"/base:one", policy.ClaudeCodeNone)
 	os.WriteFile(policy.LockPath(p.Path), []byte("not json"), 0o644)
@@ -166,7 +144,7 @@ func TestRelock(t *testing.T) {
 // the Dockerfile in one run.
 func TestInitLocked(t *testing.T) {
 	reg := devboxtest.NewRegistry(t)
-	pushBase(t, reg, "base:one")
+	devboxtest.PushRandom(t, reg+"/base:one")
 	root := t.TempDir()
 	bin := filepath.Join(t.TempDir(), "devbox")
 	hdr := make([]byte, 64)
