@@ -12,7 +12,9 @@ import (
 	"github.com/devbox-dev/devbox/firewall"
 	"github.com/devbox-dev/devbox/internal/doctor"
 	"github.com/devbox-dev/devbox/internal/entrypoint"
+	"github.com/devbox-dev/devbox/internal/gateway"
 	"github.com/devbox-dev/devbox/internal/layout"
+	"github.com/devbox-dev/devbox/internal/policy"
 )
 
 var doctorCommand = &cli.Command{
@@ -20,7 +22,8 @@ var doctorCommand = &cli.Command{
 	Usage: "say what the fence enforces here, what it does not and how to fix it",
 	Description: `Run it inside the dev container (as the agent's user, or as root from the
 host with docker exec -u root) or outside one. It reads the entrypoint's
-status, the DNS filter, the name gate and its counters, this process's capabilities and no_new_privs, the
+status, the DNS filter, the name gate and its counters, the credential gateway's routes
+(secret set, upstream reachable, direct access blocked), this process's capabilities and no_new_privs, the
 container's capabilities, IPv6, sudo and setuid binaries, the read-only
 mounts of .git/hooks, .git/config and .devcontainer, and whether bwrap can
 sandbox commands. As root it also reads the firewall rules.
@@ -38,7 +41,28 @@ The exit status is 1 when something that should be enforced is not.`,
 		if ws == "" {
 			ws, _ = os.Getwd()
 		}
+		var routes func(context.Context) ([]doctor.Route, error)
+		if p, err := policy.Load(c.String("policy")); err == nil && !p.Credentials.IsZero() {
+			routes = func(ctx context.Context) ([]doctor.Route, error) {
+				rs, err := gateway.QueryRoutes(ctx, layout.GatewayAddr)
+				var out []doctor.Route
+				for _, r := range rs {
+					out = append(out, doctor.Route{Route: r.Route, Host: r.Host, Secret: r.Secret, SecretSet: r.SecretSet, Upstream: r.Upstream})
+				}
+				return out, err
+			}
+		}
 		rep := doctor.Run(c.Context, doctor.OS{}, doctor.Options{
+			Routes: routes,
+			DialDirect: func(ctx context.Context, host string) error {
+				ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				defer cancel()
+				conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", net.JoinHostPort(host, "443"))
+				if err == nil {
+					conn.Close()
+				}
+				return err
+			},
 			StatusPath: c.String("status"),
 			PolicyPath: c.String("policy"),
 			Workspace:  ws,

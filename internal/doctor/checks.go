@@ -39,6 +39,7 @@ func (c *checker) run(ctx context.Context) {
 	c.status()
 	c.dnsFilter()
 	c.gate(ctx)
+	c.credentials(ctx)
 	c.identity()
 	c.containerCaps()
 	c.rules(ctx)
@@ -395,4 +396,41 @@ func (c *checker) bwrap(ctx context.Context, wanted bool) {
 	}
 	c.add("sandbox (bwrap)", l, "Docker's default seccomp profile blocks the namespaces bwrap needs: run the container with a seccomp profile that allows unshare/clone of user namespaces (docs/runtime.md), or set sandbox.enabled to false; the network fence does not depend on it",
 		"bwrap cannot create namespaces: %s", strings.TrimSpace(string(out)))
+}
+
+// credentials reports each credential gateway route: secret present,
+// upstream reachable from the gateway, direct access from here blocked.
+func (c *checker) credentials(ctx context.Context) {
+	if c.o.Routes == nil {
+		return
+	}
+	routes, err := c.o.Routes(ctx)
+	if err != nil {
+		c.add("credential gateway", Fail, "restart the container: the entrypoint starts the gateway again",
+			"the credential gateway does not answer: %v; requests to the protected hosts fail (closed, not open)", err)
+		return
+	}
+	for _, r := range routes {
+		check := fmt.Sprintf("credentials %s (%s)", r.Host, r.Route)
+		direct := "blocked"
+		if c.o.DialDirect != nil {
+			if err := c.o.DialDirect(ctx, r.Host); err == nil {
+				c.add(check, Fail, "restart the container so the entrypoint reloads the rules; until then the agent can use its own credentials there",
+					"a direct TCP connection to %s:443 from uid %d succeeded: only the gateway (uid 996) may connect", r.Host, c.sys.Geteuid())
+				continue
+			} else {
+				direct = "blocked (" + err.Error() + ")"
+			}
+		}
+		switch {
+		case !r.SecretSet:
+			c.add(check, Warn, fmt.Sprintf("from the host: docker exec -i -u root CONTAINER devbox secret set %s", r.Secret),
+				"secret %q is not set: requests get 503; direct access %s", r.Secret, direct)
+		case r.Upstream != "":
+			c.add(check, Warn, "check network.allow and the DNS filter (`devbox firewall log`), and that the host presents a certificate the system trusts",
+				"secret %q set, but the gateway cannot reach %s:443: %s; direct access %s", r.Secret, r.Host, r.Upstream, direct)
+		default:
+			c.add(check, OK, "", "secret %q set, upstream reachable (TLS verified), direct access %s", r.Secret, direct)
+		}
+	}
 }

@@ -89,6 +89,20 @@ type Options struct {
 	// GateHealth, when set, reads the gate's counters, summarized in a few
 	// words, for the gate's line.
 	GateHealth func(context.Context) (string, error)
+	// Routes, when set (the policy has credentials), asks the credential
+	// gateway for its routes; DialDirect tries a direct TCP connection to
+	// a protected host's port 443 from this process, which must fail.
+	Routes     func(context.Context) ([]Route, error)
+	DialDirect func(ctx context.Context, host string) error
+}
+
+// Route is one credential gateway route as doctor reports it.
+type Route struct {
+	Route, Host, Secret string
+	SecretSet           bool
+	// Upstream is "" when the gateway completed a verified TLS handshake
+	// with the host, else why not.
+	Upstream string
 }
 
 // Run performs every check.

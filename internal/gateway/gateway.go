@@ -13,9 +13,12 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"strings"
@@ -51,7 +54,24 @@ const (
 	// HealthPath answers 200 from the gateway itself, for the start-up
 	// check and doctor.
 	HealthPath = "/_devbox/health"
+	// RoutesPath answers each route's state as JSON ([]RouteStatus), for
+	// doctor: whether its secret is set (never the value nor a
+	// fingerprint) and whether the upstream completes a verified TLS
+	// handshake. Anyone in the container may ask.
+	RoutesPath = "/_devbox/routes"
 )
+
+// RouteStatus is one route as the gateway sees it.
+type RouteStatus struct {
+	Route  string `json:"route"` // "anthropic", "git", "http"
+	Host   string `json:"host"`
+	Secret string `json:"secret"` // its name
+	// SecretSet is true when the secret has a valid value.
+	SecretSet bool `json:"secretSet"`
+	// Upstream is "" when a TLS handshake with the host (certificate
+	// verified, nothing sent) succeeded, else why not.
+	Upstream string `json:"upstream,omitempty"`
+}
 
 // Gateway is the credential gateway's handler.
 type Gateway struct {
@@ -145,6 +165,57 @@ func rewrite(pr *httputil.ProxyRequest) {
 	t.set(pr.Out.Header)
 }
 
+// Routes reports every route's secret and upstream.
+func (g *Gateway) Routes(ctx context.Context) []RouteStatus {
+	var out []RouteStatus
+	if a := g.creds.Anthropic; a != nil {
+		out = append(out, RouteStatus{Route: "anthropic", Host: a.Host, Secret: a.Secret})
+	}
+	for _, c := range g.creds.Git {
+		out = append(out, RouteStatus{Route: "git", Host: c.Host, Secret: c.Secret})
+	}
+	for _, c := range g.creds.HTTP {
+		out = append(out, RouteStatus{Route: "http", Host: c.Host, Secret: c.Secret})
+	}
+	for i := range out {
+		_, err := g.secrets.Secret(out[i].Secret)
+		out[i].SecretSet = err == nil
+		out[i].Upstream = g.handshake(ctx, out[i].Host)
+	}
+	return out
+}
+
+// handshake opens a TLS connection to host:443 the way requests do (same
+// transport: dialer, roots) and closes it: "" when it worked.
+func (g *Gateway) handshake(ctx context.Context, host string) string {
+	tr, ok := g.proxy.Transport.(*http.Transport)
+	if !ok {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	dial := tr.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	raw, err := dial(ctx, "tcp", net.JoinHostPort(host, "443"))
+	if err != nil {
+		return err.Error()
+	}
+	defer raw.Close()
+	cfg := &tls.Config{ServerName: host}
+	if tr.TLSClientConfig != nil {
+		cfg = tr.TLSClientConfig.Clone()
+		cfg.ServerName = host
+	}
+	conn := tls.Client(raw, cfg)
+	if err := conn.HandshakeContext(ctx); err != nil {
+		return err.Error()
+	}
+	conn.Close()
+	return ""
+}
+
 // deny writes a plain-text refusal that says what to change.
 func deny(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -157,6 +228,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == HealthPath {
 		w.WriteHeader(http.StatusOK)
 		fmt.Fprintln(w, "ok")
+		return
+	}
+	if r.URL.Path == RoutesPath {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(g.Routes(r.Context()))
 		return
 	}
 	// A request line in absolute form (a client using the gateway as a

@@ -446,6 +446,34 @@ func TestWorld(t *testing.T) {
 		}
 	})
 
+	// doctor reports each route, as the agent and as root: secret set,
+	// upstream reachable from the gateway, direct access blocked.
+	for _, uid := range []int{1000, -1} {
+		out, _ := c.run(uid, rootEnv, "", devbox, "doctor", "--json", "--policy", policyFile, "--workspace", home)
+		outputs = append(outputs, out)
+		var rep struct {
+			Findings []struct{ Check, Level, Detail string } `json:"findings"`
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Errorf("doctor --json as uid %d: %v\n%s", uid, err, out)
+			continue
+		}
+		seen := 0
+		for _, f := range rep.Findings {
+			if strings.HasPrefix(f.Check, "credentials ") {
+				seen++
+				if f.Level != "ok" || !strings.Contains(f.Detail, "direct access blocked") {
+					t.Errorf("doctor as uid %d: %s %s: %s", uid, f.Check, f.Level, f.Detail)
+				}
+				if uid == 1000 {
+					table = append(table, attempt{"`devbox doctor` as the agent: " + f.Check, f.Level + ": " + f.Detail})
+				}
+			}
+		}
+		if seen != 2 {
+			t.Errorf("doctor as uid %d reported %d credential routes, want 2:\n%s", uid, seen, out)
+		}
+	}
 	// The gateway's upstream connections went through the name gate (its
 	// SNI and name binding checked): the agent's own never reached it.
 	if out, err := c.run(-1, rootEnv, "", devbox, "firewall", "status", "--json", "--policy", policyFile); err != nil {
