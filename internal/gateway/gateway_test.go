@@ -112,7 +112,7 @@ type fixture struct {
 	logs    *strings.Builder
 }
 
-func newFixture(t *testing.T, hold <-chan struct{}) *fixture {
+func newFixture(t *testing.T, hold <-chan struct{}, withGit ...bool) *fixture {
 	t.Helper()
 	u := newUpstreams(t)
 	f := &fixture{
@@ -122,7 +122,7 @@ func newFixture(t *testing.T, hold <-chan struct{}) *fixture {
 		logs:    &strings.Builder{},
 	}
 	u.serve(t, "api.anthropic.test", f.api)
-	if _, err := exec.LookPath("git"); err == nil {
+	if _, err := exec.LookPath("git"); err == nil && len(withGit) > 0 {
 		var err error
 		if f.git, err = testworld.NewGitServer(t.TempDir(), gitToken, "acme/app", "acme/ro", "evil/exfil"); err != nil {
 			t.Fatal(err)
@@ -319,7 +319,7 @@ func TestGitRoute(t *testing.T) {
 		}
 		t.Skip("git is not installed")
 	}
-	f := newFixture(t, nil)
+	f := newFixture(t, nil, true)
 	dir := t.TempDir()
 	if out, err := gitCmd(t, f, dir, "clone", "-q", "https://push.test/acme/app.git", "app"); err != nil {
 		t.Fatalf("clone listed repo: %v\n%s", err, out)

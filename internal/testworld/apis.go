@@ -3,6 +3,7 @@ package testworld
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cgi"
 	"os"
@@ -79,7 +80,10 @@ func (m *MessagesAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Model  string `json:"model"`
 		Stream bool   `json:"stream"`
 	}
-	json.NewDecoder(r.Body).Decode(&req)
+	// Read the whole body: a server that answers with part of the request
+	// unread closes the connection after the answer.
+	raw, _ := io.ReadAll(r.Body)
+	json.Unmarshal(raw, &req)
 	text, _ := json.Marshal(m.Reply)
 	msgStart := fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_devbox","type":"message","role":"assistant","model":%q,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":1}}}`, req.Model)
 	if !req.Stream {

@@ -77,6 +77,7 @@ func main() {
 	viaGW := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4}}
 
 	body := `{"model":"m","stream":true,"messages":[]}`
+	incomplete := 0
 	do := func(c *http.Client, url string, hdr bool) (total, first time.Duration) {
 		req, _ := http.NewRequest("POST", url+"/v1/messages", strings.NewReader(body))
 		if hdr {
@@ -92,8 +93,14 @@ func main() {
 			log.Fatal(err)
 		}
 		first = time.Since(t0)
-		io.Copy(io.Discard, resp.Body)
+		rest, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if err != nil || !strings.Contains(string(rest), "message_stop") {
+			incomplete++
+			if incomplete <= 3 {
+				fmt.Fprintf(os.Stderr, "incomplete via %s: %v (%d bytes)\n", url, err, len(rest))
+			}
+		}
 		if resp.StatusCode != 200 {
 			log.Fatalf("status %s", resp.Status)
 		}
@@ -129,4 +136,5 @@ func main() {
 	fmt.Printf("first SSE byte, upstream waits %v between events (stream lasts ≥ %v), %d requests:\n", *delay, 5**delay, runs)
 	fmt.Printf("  direct:                        p50 %s  p99 %s\n", us(pct(dFirst, .5)), us(pct(dFirst, .99)))
 	fmt.Printf("  through the gateway:           p50 %s  p99 %s  (whole stream p50 %s)\n", us(pct(gFirst, .5)), us(pct(gFirst, .99)), us(pct(sTot, .5)))
+	fmt.Printf("incomplete streams (no message_stop, or a read error): %d\n", incomplete)
 }
