@@ -49,12 +49,41 @@ var (
 	Cmd        = []string{"sleep", "infinity"}
 )
 
-// Env is the image's environment.
+// Env is the environment devbox gives the image, over the base image's
+// own (see ImageEnv).
 var Env = []string{
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 	// Claude Code's self-updater would replace the pinned binary (in the
 	// user's home); managed settings say the same.
 	"DISABLE_AUTOUPDATER=1",
+	// A UTF-8 locale without the locales package: C.UTF-8 is built into
+	// Debian's libc.
+	"LANG=C.UTF-8",
+}
+
+// ImageEnv returns the image's environment: the base image's (a Node,
+// Python or Go image sets its toolchain's PATH, versions and GOPATH there),
+// then Env's variables, which win, except PATH: the base's PATH is kept when
+// it has one, so the toolchain stays on it.
+func ImageEnv(base []string) []string {
+	out := slices.Clone(base)
+	index := map[string]int{}
+	for i, e := range out {
+		k, _, _ := strings.Cut(e, "=")
+		index[k] = i
+	}
+	for _, e := range Env {
+		k, _, _ := strings.Cut(e, "=")
+		i, ok := index[k]
+		switch {
+		case !ok:
+			index[k] = len(out)
+			out = append(out, e)
+		case k != "PATH":
+			out[i] = e
+		}
+	}
+	return out
 }
 
 // Metadata returns the devcontainer.metadata label value: a JSON array with
@@ -165,6 +194,14 @@ func ConfigJSON(spec Spec, devboxVersion string, base []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	var baseEnv []string
+	if base != nil {
+		var bc ocispecs.Image
+		if err := json.Unmarshal(base, &bc); err != nil {
+			return nil, fmt.Errorf("base image config: %w", err)
+		}
+		baseEnv = bc.Config.Env
+	}
 	os, arch, ok := strings.Cut(spec.Platform, "/")
 	if !ok {
 		return nil, fmt.Errorf("platform %q is not os/arch", spec.Platform)
@@ -182,7 +219,7 @@ func ConfigJSON(spec Spec, devboxVersion string, base []byte) ([]byte, error) {
 			// Root: the entrypoint installs the fence, then drops to the
 			// policy's user itself.
 			User:       "root",
-			Env:        slices.Clone(Env),
+			Env:        ImageEnv(baseEnv),
 			Entrypoint: slices.Clone(Entrypoint),
 			Cmd:        slices.Clone(Cmd),
 			WorkingDir: "/",

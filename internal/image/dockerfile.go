@@ -63,6 +63,11 @@ func Dockerfile(spec Spec, devboxVersion string) ([]byte, error) {
 	b.WriteString("\n")
 	for _, e := range Env {
 		k, v, _ := strings.Cut(e, "=")
+		if k == "PATH" {
+			// The base's PATH stays (ImageEnv): a Go image's has the
+			// toolchain, and without one Docker's default is this one.
+			continue
+		}
 		fmt.Fprintf(&b, "ENV %s=%s\n", k, dockerQuote(v))
 	}
 	for _, k := range slices.Sorted(maps.Keys(labels)) {

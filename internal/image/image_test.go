@@ -249,7 +249,7 @@ func TestSteps(t *testing.T) {
 	if !strings.Contains(byName["claude-verify"].Script, "want="+testSHA512Hex) {
 		t.Error("claude-verify does not check the lock's sha512 as hex")
 	}
-	if !strings.Contains(byName["packages"].Script, "install -y --no-install-recommends bubblewrap ca-certificates git iproute2 ipset iptables ripgrep socat\n") {
+	if !strings.Contains(byName["packages"].Script, "install -y --no-install-recommends bash-completion bubblewrap ca-certificates curl git iproute2 ipset iptables jq less procps ripgrep socat unzip\n") {
 		t.Errorf("packages script:\n%s", byName["packages"].Script)
 	}
 	for _, s := range steps {
@@ -424,5 +424,19 @@ func TestDockerQuote(t *testing.T) {
 		if got := dockerQuote(tt.in); got != tt.want {
 			t.Errorf("dockerQuote(%q) = %s, want %s", tt.in, got, tt.want)
 		}
+	}
+}
+
+// The base's toolchain environment survives (a Go image's PATH and GOPATH),
+// devbox's own variables win, and a base without a PATH gets devbox's.
+func TestImageEnv(t *testing.T) {
+	goBase := []string{"PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "GOLANG_VERSION=1.25.4", "GOPATH=/go", "LANG=en_US.ISO-8859-1"}
+	got := ImageEnv(goBase)
+	want := []string{goBase[0], "GOLANG_VERSION=1.25.4", "GOPATH=/go", "LANG=C.UTF-8", "DISABLE_AUTOUPDATER=1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("ImageEnv(go base) = %q, want %q", got, want)
+	}
+	if got := ImageEnv(nil); !slices.Equal(got, Env) {
+		t.Errorf("ImageEnv(nil) = %q, want %q", got, Env)
 	}
 }

@@ -86,6 +86,13 @@ var loginBanner = []string{
 // (iptables, ipset, iproute2), TLS roots, the sandbox layer and socat.
 var BasePackages = []string{"bubblewrap", "ca-certificates", "iproute2", "ipset", "iptables", "socat"}
 
+// DefaultTools are the Debian packages a developer and Claude Code expect in
+// a shell: git to commit, ps/top (procps), a pager, curl, jq, ripgrep
+// (Claude Code's search falls back to grep without it), unzip and bash
+// completion. docs/build.md gives each one's reason and size;
+// image.packages adds more.
+var DefaultTools = []string{"bash-completion", "curl", "git", "jq", "less", "procps", "ripgrep", "unzip"}
+
 // forbiddenPackages would give the agent's user a way back to root.
 var forbiddenPackages = []string{"sudo", "doas", "opendoas", "sudo-ldap", "pkexec", "policykit-1", "polkitd"}
 
@@ -203,10 +210,10 @@ func (s Spec) Validate() error {
 	return nil
 }
 
-// Packages returns the Debian packages the image installs: BasePackages plus
-// the policy's, sorted and without duplicates.
+// Packages returns the Debian packages the image installs: BasePackages,
+// DefaultTools and the policy's, sorted and without duplicates.
 func (s Spec) Packages() []string {
-	pkgs := append(slices.Clone(BasePackages), s.Policy.Image.Packages...)
+	pkgs := slices.Concat(BasePackages, DefaultTools, s.Policy.Image.Packages)
 	slices.Sort(pkgs)
 	return slices.Compact(pkgs)
 }
@@ -297,6 +304,14 @@ func Steps(spec Spec) ([]Step, error) {
 	u := spec.Policy.Image.User
 	home := "/home/" + u.Name
 	steps = append(steps, Step{Name: "packages", Kind: RunStep, Network: true, Script: strings.Join([]string{
+		// devbox installs with apt and fences with iptables: a base without
+		// them (alpine, busybox, distroless) fails here, before anything
+		// else runs, with what to do instead.
+		"if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg >/dev/null 2>&1; then",
+		"  echo " + shellQuote("devbox: image.base "+spec.Lock.Base.Ref+" is not Debian-based (no apt-get/dpkg): devbox images install packages with apt; "+
+			"use a Debian-based image (the official debian, node, python and golang images are), or add the devbox feature to a devcontainer.json on this base instead (docs/feature.md)") + " >&2",
+		"  exit 1",
+		"fi",
 		"export DEBIAN_FRONTEND=noninteractive",
 		"apt-get update",
 		"apt-get install -y --no-install-recommends " + strings.Join(spec.Packages(), " "),
@@ -319,6 +334,15 @@ func Steps(spec Spec) ([]Step, error) {
 			layout.DNSUID, layout.DNSUID, layout.DNSUser),
 		fmt.Sprintf("getent group %d >/dev/null || groupadd --gid %d %s", u.GID, u.GID, u.Name),
 		fmt.Sprintf("useradd --uid %d --gid %d --create-home --home-dir %s --shell /bin/bash %s", u.UID, u.GID, home, u.Name),
+		// The toolchain caches, the user's from the start, so npm, pip and
+		// go write them in the container and under `devbox run`
+		// (sandbox.ToolchainCaches).
+		fmt.Sprintf("mkdir -p %[1]s/.cache %[1]s/.npm %[1]s/go && chown %[2]d:%[3]d %[1]s/.cache %[1]s/.npm %[1]s/go", home, u.UID, u.GID),
+		// The workspace is bind-mounted from the host and may be owned by
+		// another uid (rootless Podman, Docker Desktop): without this git
+		// refuses to run there ("dubious ownership"). Only root and the
+		// agent's user exist here, so the check guards nothing.
+		"git config --system --add safe.directory '*'",
 		"mkdir -p " + layout.ConfigDir + " " + layout.LogDir,
 	}
 	if !spec.Policy.Credentials.IsZero() {

@@ -20,6 +20,10 @@ type Config struct {
 	Dir string
 	// AllowWrite are writable paths besides Workspace and /tmp.
 	AllowWrite []string
+	// Caches are writable like AllowWrite when they exist, and left out
+	// without a note when they do not: the toolchain caches of whatever
+	// base the image has (ToolchainCaches).
+	Caches []string
 	// DenyRead are hidden paths. Entries may be globs (*, ?, [..], and a
 	// "**" component for any depth of directories).
 	DenyRead []string
@@ -330,6 +334,17 @@ func (pl *planner) allowWrite() error {
 		}
 		roots = append(roots, ps...)
 	}
+	quiet := map[string]bool{}
+	for _, e := range pl.cfg.Caches {
+		ps, err := pl.expand(e)
+		if err != nil {
+			return Spec{}, err
+		}
+		for _, p := range ps {
+			quiet[p] = true
+		}
+		roots = append(roots, ps...)
+	}
 	seen := map[string]bool{}
 	for i, p := range roots {
 		r, err := resolve(pl.fsys, p)
@@ -337,7 +352,9 @@ func (pl *planner) allowWrite() error {
 			return err
 		}
 		if r.Kind == Missing {
-			pl.notef("allowWrite %s does not exist: not writable", p)
+			if !quiet[p] {
+				pl.notef("allowWrite %s does not exist: not writable", p)
+			}
 			continue
 		}
 		if i > 0 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/devbox-dev/devbox/internal/golden"
+	"github.com/devbox-dev/devbox/internal/policy"
 )
 
 // mapFS is a fixed tree for golden tests: each key is an absolute path and
@@ -251,5 +252,37 @@ func TestOSFS(t *testing.T) {
 	r, err := resolve(OSFS{}, path.Join(dir, "l/new"))
 	if err != nil || r.Real != path.Join(dir, "d/new") || r.Kind != Missing {
 		t.Errorf("resolve(l/new) = %+v, %v", r, err)
+	}
+}
+
+// The toolchain caches the base has are writable; those it lacks are left
+// out without a note (a Node image has no /go), unlike a missing allowWrite.
+func TestPlanToolchainCaches(t *testing.T) {
+	fsys := mapFS{"/home/dev/.npm": "dir", "/home/dev/.cache": "dir", "/home/dev/.ssh": "dir", "/w": "dir"}
+	cfg := ConfigFromPolicy(policy.Sandbox{}, "/home/dev", "/w", []string{"true"})
+	sp, err := Plan(cfg, fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writable := map[string]bool{}
+	for _, m := range sp.Mounts {
+		if m.Op == Bind {
+			writable[m.Path] = true
+		}
+	}
+	for _, p := range []string{"/home/dev/.npm", "/home/dev/.cache", "/w"} {
+		if !writable[p] {
+			t.Errorf("%s is not writable; binds: %v", p, writable)
+		}
+	}
+	for _, p := range []string{"/home/dev/go", "/go", "/home/dev/.ssh", "/home/dev"} {
+		if writable[p] {
+			t.Errorf("%s is writable, want not", p)
+		}
+	}
+	for _, n := range sp.Notes {
+		if strings.Contains(n, "/go") {
+			t.Errorf("note about a missing cache: %q", n)
+		}
 	}
 }
