@@ -270,7 +270,7 @@ func checkELF(bin []byte, platform string) error {
 // Force, and returns the validated policy either way.
 func planPolicy(opts InitOptions) (FileResult, *policy.Policy, error) {
 	path := filepath.Join(opts.Root, PolicyFile)
-	fresh, err := RenderPolicy(DetectPresets(opts.Root))
+	fresh, err := RenderPolicy(DetectBase(opts.Root), DetectPresets(opts.Root))
 	if err != nil {
 		return FileResult{}, nil, err
 	}
@@ -300,8 +300,9 @@ func planPolicy(opts InitOptions) (FileResult, *policy.Policy, error) {
 	return res, pol, nil
 }
 
-// RenderPolicy renders the commented default policy with the given presets.
-func RenderPolicy(presets []Preset) ([]byte, error) {
+// RenderPolicy renders the commented default policy with the given base and
+// presets.
+func RenderPolicy(base Base, presets []Preset) ([]byte, error) {
 	src, err := fs.ReadFile(templates.DevContainer, PolicyFile)
 	if err != nil {
 		return nil, err
@@ -311,7 +312,11 @@ func RenderPolicy(presets []Preset) ([]byte, error) {
 		return nil, err
 	}
 	var b bytes.Buffer
-	if err := t.Execute(&b, struct{ Presets []Preset }{presets}); err != nil {
+	data := struct {
+		Base    Base
+		Presets []Preset
+	}{base, presets}
+	if err := t.Execute(&b, data); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil

@@ -44,7 +44,8 @@ const testLock = `{
 func buildOpts(t *testing.T, root string) InitOptions {
 	// The error test where .devcontainer is a file gets no lock.
 	if fi, err := os.Stat(filepath.Join(root, Dir)); err != nil || fi.IsDir() {
-		write(t, root, LockFile, testLock)
+		// The lock pins the base init will choose for this repository.
+		write(t, root, LockFile, strings.Replace(testLock, "docker.io/library/debian:bookworm-slim", DetectBase(root).Ref, 1))
 	}
 	return InitOptions{Root: root, Binary: fakeBinary(t), Platform: "linux/amd64", Version: "0.1.0-test"}
 }
@@ -444,7 +445,7 @@ func TestInitWithoutLock(t *testing.T) {
 		t.Errorf("Dockerfile written without a lock (err=%v)", err)
 	}
 	// Once locked, init completes the build files.
-	write(t, root, LockFile, testLock)
+	write(t, root, LockFile, strings.Replace(testLock, "docker.io/library/debian:bookworm-slim", policy.DefaultBase, 1))
 	rs, err = Init(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 const (
 	// DefaultBase is the base image. Teams override it (tests use a local
 	// registry); `devbox lock` pins whatever it is by digest.
-	DefaultBase = "docker.io/library/debian:bookworm-slim"
+	DefaultBase = "docker.io/library/debian:trixie-slim"
 	// DefaultUserName, DefaultUID and DefaultGID describe the non-root user.
 	DefaultUserName = "dev"
 	DefaultUID      = 1000
