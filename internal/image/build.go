@@ -69,12 +69,30 @@ func Connect(ctx context.Context, addr string, tls TLS) (*client.Client, error) 
 	defer cancel()
 	if _, err := c.Info(pctx); err != nil {
 		c.Close()
+		if tlsFailure(err) {
+			return nil, fmt.Errorf("BuildKit at %s refused the TLS handshake: %v\n"+
+				"  check that --tlscacert (or BUILDKIT_TLS_CACERT) is the CA that signed the daemon's certificate (buildkitd --tlscert),\n"+
+				"  and that --tlscert/--tlskey are a client certificate signed by the CA the daemon trusts (buildkitd --tlscacert)", addr, err)
+		}
 		return nil, fmt.Errorf("no BuildKit daemon answers at %s: %v\n"+
 			"  start one (as root: `buildkitd`, listening on %s),\n"+
 			"  or run it in Docker: `docker run -d --privileged --name buildkitd moby/buildkit:v0.34.2` and set BUILDKIT_HOST=docker-container://buildkitd,\n"+
 			"  or point BUILDKIT_HOST (or --buildkit-host) at a daemon you have", addr, err, DefaultBuildkitHost)
 	}
 	return c, nil
+}
+
+// tlsFailure reports whether err is a failed TLS handshake (a certificate
+// one side does not trust, or none where one is required), which gRPC
+// reports only as text.
+func tlsFailure(err error) bool {
+	m := err.Error()
+	for _, s := range []string{"tls:", "x509:", "certificate", "handshake"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // BuildOptions says what to build and where the result goes.

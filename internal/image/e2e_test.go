@@ -145,6 +145,14 @@ func (e *e2eEnv) buildAt(t *testing.T, host string, spec image.Spec, push string
 // would slow every other build of the suite.
 func freshBuildkitd(t *testing.T) string {
 	t.Helper()
+	return startBuildkitd(t, "", image.TLS{})
+}
+
+// startBuildkitd starts a buildkitd with an empty cache and its own root, on
+// addr ("" for a unix socket in its directory) with extra flags, and
+// returns its address once a client with tls can connect.
+func startBuildkitd(t *testing.T, addr string, tls image.TLS, extra ...string) string {
+	t.Helper()
 	bin := devboxtest.RequireBinary(t, "buildkitd")
 	runc := devboxtest.RequireBinary(t, "runc")
 	devboxtest.RequireRoot(t)
@@ -153,14 +161,16 @@ func freshBuildkitd(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := "unix://" + filepath.Join(dir, "bk.sock")
+	if addr == "" {
+		addr = "unix://" + filepath.Join(dir, "bk.sock")
+	}
 	logPath := filepath.Join(dir, "buildkitd.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--addr", addr, "--root", filepath.Join(dir, "root"),
-		"--oci-worker=true", "--oci-worker-binary", runc, "--containerd-worker=false")
+	cmd := exec.Command(bin, append([]string{"--addr", addr, "--root", filepath.Join(dir, "root"),
+		"--oci-worker=true", "--oci-worker-binary", runc, "--containerd-worker=false"}, extra...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -180,7 +190,7 @@ func freshBuildkitd(t *testing.T) string {
 	})
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		c, err := image.Connect(context.Background(), addr, image.TLS{})
+		c, err := image.Connect(context.Background(), addr, tls)
 		if err == nil {
 			c.Close()
 			return addr
@@ -294,6 +304,13 @@ func TestE2EBuild(t *testing.T) {
 			"echo logdir=$(stat -c %u /var/log/devbox)",
 			"echo updater=$(cat " + image.ClaudeSettingsPath + ")",
 			"echo policy=$(sha256sum " + layout.PolicyPath + " | cut -d' ' -f1)",
+			// The default tools, the locale, git's safe.directory and the
+			// toolchain caches owned by the user.
+			"echo tools=$(for c in git ps less curl jq rg unzip; do command -v $c >/dev/null || printf 'missing-%s ' $c; done)ok",
+			"echo completion=$(test -f /usr/share/bash-completion/bash_completion && echo yes)",
+			"echo lang=$LANG",
+			"echo safe=$(git config --system --get safe.directory)",
+			"echo caches=$(stat -c %u /home/dev/.cache /home/dev/.npm /home/dev/go | tr '\\n' ' ')",
 		}, "; ")
 		got := e.docker.Run(t, "run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", ref, "-c", script)
 		sum := sha256Hex(pj)
@@ -307,6 +324,11 @@ func TestE2EBuild(t *testing.T) {
 			"logdir=998",
 			`updater={"env":{"DISABLE_AUTOUPDATER":"1"}}`,
 			"policy=" + sum,
+			"tools=ok",
+			"completion=yes",
+			"lang=C.UTF-8",
+			"safe=*",
+			"caches=1000 1000 1000 ",
 		} {
 			if !strings.Contains(got, w+"\n") && !strings.HasSuffix(got, w) {
 				t.Errorf("inside the image: want %q in\n%s", w, got)

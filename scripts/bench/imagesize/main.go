@@ -1,0 +1,197 @@
+// Command imagesize prints the per-layer table of a devbox image written by
+// `devbox build --output oci=DIR`: each layer's uncompressed and compressed
+// size and the step that made it, the total against the size budget, and the
+// Debian packages the packages step added with their installed size.
+//
+//	go run ./scripts/bench/imagesize -budget 600 DIR
+package main
+
+import (
+	"archive/tar"
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+)
+
+func main() {
+	budget := flag.Float64("budget", 600, "size budget in MB (uncompressed); exit 1 above it")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: imagesize [-budget MB] OCI-LAYOUT-DIR")
+		os.Exit(2)
+	}
+	if err := run(flag.Arg(0), *budget); err != nil {
+		fmt.Fprintln(os.Stderr, "imagesize:", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir string, budget float64) error {
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		return err
+	}
+	idx, err := p.ImageIndex()
+	if err != nil {
+		return err
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return err
+	}
+	if len(m.Manifests) == 0 {
+		return errors.New("no image in the layout")
+	}
+	img, err := idx.Image(m.Manifests[0].Digest)
+	if err != nil {
+		return err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, h := range cf.History {
+		if !h.EmptyLayer {
+			names = append(names, h.CreatedBy)
+		}
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return err
+	}
+	fmt.Println("| layer | uncompressed MB | compressed MB |")
+	fmt.Println("|---|---:|---:|")
+	var total, totalC int64
+	before, after := map[string]int64{}, map[string]int64{}
+	for i, l := range layers {
+		name := fmt.Sprintf("layer %d", i+1)
+		if i < len(names) {
+			name = names[i]
+		}
+		status, n, err := readLayer(l)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		c, err := l.Size()
+		if err != nil {
+			return err
+		}
+		if status != nil {
+			if strings.HasSuffix(name, " packages") {
+				after = status
+			} else if len(after) == 0 {
+				before = status
+			}
+		}
+		total += n
+		totalC += c
+		fmt.Printf("| %s | %.1f | %.1f |\n", name, mb(n), mb(c))
+	}
+	fmt.Printf("| **total** | **%.1f** | **%.1f** |\n", mb(total), mb(totalC))
+
+	type pkg struct {
+		name string
+		kb   int64
+	}
+	var added []pkg
+	var addedKB int64
+	for n, kb := range after {
+		if _, ok := before[n]; !ok {
+			added = append(added, pkg{n, kb})
+			addedKB += kb
+		}
+	}
+	sort.Slice(added, func(i, j int) bool { return added[i].kb > added[j].kb })
+	fmt.Printf("\nPackages the packages step added (%d, %.1f MB installed, dpkg's Installed-Size):\n\n", len(added), float64(addedKB)/1024)
+	for _, p := range added {
+		fmt.Printf("  %-28s %7.1f MB\n", p.name, float64(p.kb)/1024)
+	}
+	fmt.Printf("\nbudget: %.1f MB of %.0f MB\n", mb(total), budget)
+	if mb(total) > budget {
+		return fmt.Errorf("the image is %.1f MB uncompressed, over the %.0f MB budget", mb(total), budget)
+	}
+	return nil
+}
+
+func mb(n int64) float64 { return float64(n) / 1e6 }
+
+// readLayer returns the layer's uncompressed size and, when it carries
+// dpkg's status file, each installed package's Installed-Size in KiB.
+func readLayer(l v1.Layer) (map[string]int64, int64, error) {
+	rc, err := l.Uncompressed()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rc.Close()
+	cr := &counter{r: rc}
+	tr := tar.NewReader(cr)
+	var status map[string]int64
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		if strings.TrimPrefix(h.Name, "./") == "var/lib/dpkg/status" {
+			status, err = parseStatus(tr)
+			if err != nil {
+				return nil, 0, err
+			}
+		}
+	}
+	io.Copy(io.Discard, cr)
+	return status, cr.n, nil
+}
+
+func parseStatus(r io.Reader) (map[string]int64, error) {
+	out := map[string]int64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var name string
+	var size int64
+	installed := false
+	flush := func() {
+		if name != "" && installed {
+			out[name] = size
+		}
+		name, size, installed = "", 0, false
+	}
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			flush()
+		case strings.HasPrefix(line, "Package: "):
+			name = strings.TrimPrefix(line, "Package: ")
+		case strings.HasPrefix(line, "Installed-Size: "):
+			size, _ = strconv.ParseInt(strings.TrimPrefix(line, "Installed-Size: "), 10, 64)
+		case strings.HasPrefix(line, "Status: "):
+			installed = strings.HasSuffix(line, " installed")
+		}
+	}
+	flush()
+	return out, sc.Err()
+}
+
+type counter struct {
+	r io.Reader
+	n int64
+}
+
+func (c *counter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
