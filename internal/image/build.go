@@ -2,11 +2,14 @@ package image
 
 import (
 	"context"
+	cryptotls "crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,6 +72,14 @@ func Connect(ctx context.Context, addr string, tls TLS) (*client.Client, error) 
 	defer cancel()
 	if _, err := c.Info(pctx); err != nil {
 		c.Close()
+		if tls.CACert != "" || tls.Cert != "" {
+			// A client certificate the daemon refuses shows up in gRPC as a
+			// broken pipe (TLS 1.3 rejects it after the handshake): ask the
+			// daemon directly what it thinks of ours.
+			if perr := probeTLS(addr, tls); perr != nil {
+				err = perr
+			}
+		}
 		if tlsFailure(err) {
 			return nil, fmt.Errorf("BuildKit at %s refused the TLS handshake: %v\n"+
 				"  check that --tlscacert (or BUILDKIT_TLS_CACERT) is the CA that signed the daemon's certificate (buildkitd --tlscert),\n"+
@@ -80,6 +91,52 @@ func Connect(ctx context.Context, addr string, tls TLS) (*client.Client, error) 
 			"  or point BUILDKIT_HOST (or --buildkit-host) at a daemon you have", addr, err, DefaultBuildkitHost)
 	}
 	return c, nil
+}
+
+// probeTLS makes one TLS connection to the tcp:// daemon at addr with the
+// client's certificates and waits briefly for the daemon's verdict, which
+// TLS 1.3 sends after the handshake. It returns the TLS error, or nil when
+// the daemon accepted the connection (or another error than TLS's).
+func probeTLS(addr string, t TLS) error {
+	host := strings.TrimPrefix(addr, "tcp://")
+	cfg := &cryptotls.Config{ServerName: t.ServerName, MinVersion: cryptotls.VersionTLS12, NextProtos: []string{"h2"}}
+	if cfg.ServerName == "" {
+		h, _, err := net.SplitHostPort(host)
+		if err != nil {
+			return nil
+		}
+		cfg.ServerName = h
+	}
+	if t.CACert != "" {
+		pem, err := os.ReadFile(t.CACert)
+		if err != nil {
+			return fmt.Errorf("--tlscacert: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("--tlscacert %s: no PEM certificate in it", t.CACert)
+		}
+	}
+	if t.Cert != "" && t.Key != "" {
+		c, err := cryptotls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return fmt.Errorf("--tlscert/--tlskey: %w", err)
+		}
+		cfg.Certificates = []cryptotls.Certificate{c}
+	}
+	conn, err := cryptotls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", host, cfg)
+	if err != nil {
+		if tlsFailure(err) {
+			return err
+		}
+		return nil
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := conn.Read(make([]byte, 1)); err != nil && tlsFailure(err) {
+		return err
+	}
+	return nil
 }
 
 // tlsFailure reports whether err is a failed TLS handshake (a certificate

@@ -29,6 +29,7 @@ import (
 
 	"github.com/devbox-dev/devbox/internal/devboxtest"
 	"github.com/devbox-dev/devbox/internal/image"
+	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
@@ -219,4 +220,160 @@ func writePEM(t *testing.T, path, typ string, der []byte) {
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestE2EMultiArch builds linux/amd64 and linux/arm64 in one `devbox build
+// --platform … --push` on the stand-in bases' index (scripts/services: the
+// arm64 one debootstrapped under qemu-user), checks the pushed index and
+// both manifests, that the amd64 manifest is the one a single-platform
+// build of the same inputs gives, and runs the arm64 image under emulation:
+// claude --version, devbox doctor, the fence's compiled rules (the same as
+// amd64's), and the fence failing closed where qemu-user cannot load it.
+func TestE2EMultiArch(t *testing.T) {
+	e := newE2E(t)
+	t.Setenv("DOCKER_CONFIG", e.dockerConfig)
+	base := devboxtest.Env(t, "DEVBOX_BASE_IMAGE_MULTI")
+	ctx := context.Background()
+
+	arm64Bin := filepath.Join(e.dir, "devbox-arm64")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", arm64Bin, "./cmd/devbox")
+	build.Dir = repoRoot(t)
+	build.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build for arm64: %v\n%s", err, out)
+	}
+
+	dir := filepath.Join(e.dir, "multi")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	repo := e.registry + "/devbox/e2e-multi"
+	polPath := filepath.Join(dir, policy.DefaultFileName)
+	src := fmt.Sprintf(`{"image": {"base": %q, "tag": %q}, "agent": {"claudeCode": %q}, "network": {"allow": ["api.anthropic.com:443"]}}`,
+		base, repo+":e2e", e2eClaude)
+	if err := os.WriteFile(polPath, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := e.devboxCmd(t, nil, "lock", "--policy", polPath); err != nil {
+		t.Fatalf("devbox lock: %v\n%s", err, stderr)
+	}
+	bins := []string{"--devbox-binary", "linux/amd64=" + e.devbox, "--devbox-binary", "linux/arm64=" + arm64Bin}
+	start := time.Now()
+	out, stderr, err := e.devboxCmd(t, nil, append([]string{"build", "--policy", polPath, "--frozen", "--push",
+		"--platform", "linux/amd64,linux/arm64", "--progress", "plain"}, bins...)...)
+	if err != nil {
+		t.Fatalf("devbox build --platform linux/amd64,linux/arm64: %v\n%s", err, lastLines(stderr, 40))
+	}
+	t.Logf("multi-platform build: %v", time.Since(start).Round(time.Second))
+	if !strings.HasPrefix(out, repo+"@sha256:") {
+		t.Fatalf("devbox build printed %q", out)
+	}
+	ref, err := name.ParseReference(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := remote.WithAuthFromKeychain(authn.DefaultKeychain)
+	idx, err := remote.Index(ref, auth)
+	if err != nil {
+		t.Fatalf("%s is not an index: %v", out, err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byArch := map[string]v1.Hash{}
+	for _, m := range im.Manifests {
+		if m.Platform == nil {
+			t.Fatalf("index entry %s has no platform", m.Digest)
+		}
+		img, err := idx.Image(m.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cf.Architecture != m.Platform.Architecture || cf.OS != "linux" {
+			t.Errorf("manifest %s: index says %s, config says %s/%s", m.Digest, m.Platform, cf.OS, cf.Architecture)
+		}
+		byArch[m.Platform.Architecture] = m.Digest
+		t.Logf("index %s: linux/%s manifest %s", ref.Identifier(), m.Platform.Architecture, m.Digest)
+	}
+	if len(im.Manifests) != 2 || byArch["amd64"].Hex == "" || byArch["arm64"].Hex == "" {
+		t.Fatalf("index has %d manifests %v, want linux/amd64 and linux/arm64", len(im.Manifests), byArch)
+	}
+
+	t.Run("reproducible", func(t *testing.T) {
+		// The same inputs again: the same index digest.
+		again, stderr, err := e.devboxCmd(t, nil, append([]string{"build", "--policy", polPath, "--frozen", "--push",
+			"--platform", "linux/amd64,linux/arm64", "--progress", "quiet"}, bins...)...)
+		if err != nil {
+			t.Fatalf("second build: %v\n%s", err, lastLines(stderr, 20))
+		}
+		if again != out {
+			t.Errorf("second multi-platform build gave %s, first %s", again, out)
+		}
+		// One platform, same inputs: the index's amd64 manifest.
+		one, stderr, err := e.devboxCmd(t, nil, "build", "--policy", polPath, "--frozen", "--push", "--tag", repo+":amd64",
+			"--platform", "linux/amd64", "--progress", "quiet", "--devbox-binary", "linux/amd64="+e.devbox)
+		if err != nil {
+			t.Fatalf("amd64 build: %v\n%s", err, lastLines(stderr, 20))
+		}
+		if !strings.HasSuffix(one, "@"+byArch["amd64"].String()) {
+			t.Errorf("amd64-only build %s, want the index's amd64 manifest %s", one, byArch["amd64"])
+		}
+	})
+
+	t.Run("arm64 under emulation", func(t *testing.T) {
+		arm := repo + "@" + byArch["arm64"].String()
+		amd := repo + "@" + byArch["amd64"].String()
+		e.docker.Run(t, "pull", "-q", arm)
+		e.docker.Run(t, "pull", "-q", amd)
+		run := func(args ...string) (string, error) {
+			b, err := e.docker.Command(ctx, append([]string{"run", "--rm", "--network", "none"}, args...)...).CombinedOutput()
+			return string(b), err
+		}
+		got, err := run("--platform", "linux/arm64", "--entrypoint", "/bin/sh", arm, "-c", "uname -m; claude --version")
+		if err != nil || !strings.Contains(got, "aarch64\n") || !strings.Contains(got, e2eClaude+" (Claude Code)") {
+			t.Errorf("arm64 claude --version (%v):\n%s", err, got)
+		}
+		// doctor runs and reports; the fence was never started here.
+		got, err = run("--platform", "linux/arm64", "--entrypoint", layout.BinaryPath, arm, "doctor")
+		t.Logf("arm64 devbox doctor (exit %v):\n%s", err, got)
+		if !strings.Contains(got, "fence") {
+			t.Errorf("arm64 devbox doctor printed no report (%v):\n%s", err, got)
+		}
+		// The fence's compiled rules: the arm64 binary compiles what the
+		// amd64 one does from the same policy.
+		rules := []string{"--entrypoint", layout.BinaryPath}
+		a64, err := run(append(append([]string{"--platform", "linux/arm64"}, rules...), arm, "firewall", "rules", "--resolv-conf", "/dev/null")...)
+		if err != nil {
+			t.Fatalf("arm64 devbox firewall rules: %v\n%s", err, a64)
+		}
+		x64, err := run(append(append([]string{"--platform", "linux/amd64"}, rules...), amd, "firewall", "rules", "--resolv-conf", "/dev/null")...)
+		if err != nil {
+			t.Fatalf("amd64 devbox firewall rules: %v\n%s", err, x64)
+		}
+		if a64 != x64 || !strings.Contains(a64, "DEVBOX-OUTPUT") {
+			t.Errorf("arm64 and amd64 compile different rules:\narm64:\n%s\namd64:\n%s", a64, x64)
+		}
+		// Loading them needs NETLINK_NETFILTER, which qemu-user does not
+		// translate: the entrypoint must fail closed, not start the command.
+		got, err = run("--platform", "linux/arm64", "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW", arm, "echo", "command-ran")
+		t.Logf("arm64 entrypoint under qemu-user (exit %v):\n%s", err, lastLines(got, 8))
+		if err == nil || strings.Contains(got, "command-ran") {
+			t.Errorf("the arm64 entrypoint ran the command with no fence loaded (%v):\n%s", err, got)
+		}
+	})
+}
+
+// repoRoot is the module root, where ./cmd/devbox builds from.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Clean(filepath.Join(wd, "..", ".."))
 }

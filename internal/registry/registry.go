@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -93,6 +94,11 @@ func describe(ref string, err error) error {
 		case http.StatusNotFound:
 			return fmt.Errorf("%s: not found in the registry: %w", ref, err)
 		}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return fmt.Errorf("%s: cannot reach its registry: %w\n"+
+			"  check the network (HTTPS_PROXY is honoured), or point image.base at a mirror you can reach (your team's registry), then run the command again", ref, err)
 	}
 	return fmt.Errorf("%s: %w", ref, err)
 }

@@ -302,3 +302,17 @@ func tarDir(dir, out string) error {
 	}
 	return tw.Close()
 }
+
+// A registry nobody answers for says what to do, not only the dial error.
+func TestResolveUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	_, err = Resolve(context.Background(), addr+"/base:bookworm", WithKeychain(staticKeychain{authn.Anonymous}))
+	if err == nil || !strings.Contains(err.Error(), "cannot reach its registry") || !strings.Contains(err.Error(), "image.base at a mirror") {
+		t.Errorf("Resolve on a closed port: %v", err)
+	}
+}

@@ -6,6 +6,10 @@
 // Usage:
 //
 //	go run ./scripts/baseimage -rootfs rootfs.tar -ref 127.0.0.1:5055/devbox/base:bookworm
+//	go run ./scripts/baseimage -rootfs amd64=rootfs.tar -rootfs arm64=rootfs-arm64.tar -ref …:bookworm-multi
+//
+// With more than one -rootfs, each ARCH=PATH is one linux/ARCH image and the
+// reference names their index, as a multi-platform official image does.
 //
 // Credentials come from the Docker config (DOCKER_CONFIG), as for docker push.
 package main
@@ -16,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -25,6 +30,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // created is the fixed creation time of the image, so the same rootfs tarball
@@ -32,19 +38,26 @@ import (
 // use).
 var created = time.Date(2025, 5, 20, 0, 0, 0, 0, time.UTC)
 
+// rootfsFlag collects -rootfs [ARCH=]PATH values.
+type rootfsFlag []string
+
+func (r *rootfsFlag) String() string     { return strings.Join(*r, ",") }
+func (r *rootfsFlag) Set(v string) error { *r = append(*r, v); return nil }
+
 func main() {
-	rootfs := flag.String("rootfs", "", "root filesystem tarball (made with tar --numeric-owner)")
+	var rootfs rootfsFlag
+	flag.Var(&rootfs, "rootfs", "root filesystem tarball (made with tar --numeric-owner), as PATH or ARCH=PATH; repeat for an index")
 	ref := flag.String("ref", "", "image reference to push, e.g. 127.0.0.1:5055/devbox/base:bookworm")
 	insecure := flag.Bool("insecure", false, "allow plain HTTP to the registry (127.0.0.1 is allowed anyway)")
 	flag.Parse()
-	if err := run(*rootfs, *ref, *insecure); err != nil {
+	if err := run(rootfs, *ref, *insecure); err != nil {
 		fmt.Fprintf(os.Stderr, "baseimage: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(rootfs, ref string, insecure bool) error {
-	if rootfs == "" || ref == "" {
+func run(rootfs []string, ref string, insecure bool) error {
+	if len(rootfs) == 0 || ref == "" {
 		return errors.New("both -rootfs and -ref are required")
 	}
 	var opts []name.Option
@@ -55,14 +68,32 @@ func run(rootfs, ref string, insecure bool) error {
 	if err != nil {
 		return fmt.Errorf("-ref %q: %w", ref, err)
 	}
-	img, err := image(rootfs)
-	if err != nil {
-		return err
+	var adds []mutate.IndexAddendum
+	var img v1.Image
+	for _, r := range rootfs {
+		arch, path, ok := strings.Cut(r, "=")
+		if !ok {
+			arch, path = runtime.GOARCH, r
+		}
+		img, err = image(path, arch)
+		if err != nil {
+			return err
+		}
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
 	}
-	if err := remote.Write(tag, img, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
-		return fmt.Errorf("push %s: %w", tag, err)
+	var d v1.Hash
+	if len(adds) == 1 {
+		if err := remote.Write(tag, img, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+			return fmt.Errorf("push %s: %w", tag, err)
+		}
+		d, err = img.Digest()
+	} else {
+		idx := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...)
+		if err := remote.WriteIndex(tag, idx, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+			return fmt.Errorf("push %s: %w", tag, err)
+		}
+		d, err = idx.Digest()
 	}
-	d, err := img.Digest()
 	if err != nil {
 		return err
 	}
@@ -71,7 +102,7 @@ func run(rootfs, ref string, insecure bool) error {
 }
 
 // image builds the one-layer image from the rootfs tarball.
-func image(rootfs string) (v1.Image, error) {
+func image(rootfs, arch string) (v1.Image, error) {
 	if _, err := os.Stat(rootfs); err != nil {
 		return nil, fmt.Errorf("-rootfs: %w", err)
 	}
@@ -79,9 +110,13 @@ func image(rootfs string) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-rootfs %s: %w", rootfs, err)
 	}
+	by := "debootstrap --variant=minbase bookworm"
+	if arch != runtime.GOARCH {
+		by = "debootstrap --variant=minbase --arch=" + arch + " bookworm"
+	}
 	img, err := mutate.Append(empty.Image, mutate.Addendum{
 		Layer:   layer,
-		History: v1.History{Created: v1.Time{Time: created}, CreatedBy: "debootstrap --variant=minbase bookworm", Comment: "devbox test base"},
+		History: v1.History{Created: v1.Time{Time: created}, CreatedBy: by, Comment: "devbox test base"},
 	})
 	if err != nil {
 		return nil, err
@@ -92,7 +127,10 @@ func image(rootfs string) (v1.Image, error) {
 	}
 	cf = cf.DeepCopy()
 	cf.OS = "linux"
-	cf.Architecture = runtime.GOARCH
+	cf.Architecture = arch
+	if arch == "arm64" {
+		cf.Variant = "v8"
+	}
 	cf.Created = v1.Time{Time: created}
 	cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	cf.Config.Cmd = []string{"/bin/bash"}
