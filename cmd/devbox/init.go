@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 
 	"github.com/urfave/cli/v2"
@@ -93,6 +94,9 @@ By default the image is built from the repository: init writes
 		}
 		for _, r := range results {
 			fmt.Fprintln(c.App.Writer, r)
+		}
+		for _, l := range devcontainer.NextStep(opts.Root, results, exec.LookPath) {
+			fmt.Fprintln(c.App.Writer, l)
 		}
 		return nil
 	},

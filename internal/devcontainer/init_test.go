@@ -454,3 +454,30 @@ func TestInitWithoutLock(t *testing.T) {
 		t.Errorf("after devbox lock: %v", st)
 	}
 }
+
+func TestNextStep(t *testing.T) {
+	have := func(names ...string) func(string) (string, error) {
+		return func(n string) (string, error) {
+			if slices.Contains(names, n) {
+				return "/usr/bin/" + n, nil
+			}
+			return "", os.ErrNotExist
+		}
+	}
+	done := []FileResult{{Path: ConfigFile, Status: Created}}
+	if got := NextStep(".", []FileResult{{Path: DockerfileFile, Status: Pending}}, have("docker")); got != nil {
+		t.Errorf("with a pending file: %q, want nothing (the note says what to run)", got)
+	}
+	if got := NextStep(".", []FileResult{{Path: ConfigFile, Status: Unchanged}}, have()); got != nil {
+		t.Errorf("nothing changed (the initializeCommand's run): %q, want nothing", got)
+	}
+	if got := NextStep(".", done, have("docker")); len(got) != 1 || !strings.Contains(got[0], "devcontainer up --workspace-folder .") {
+		t.Errorf("docker present: %q", got)
+	}
+	if got := NextStep(".", done, have("podman")); len(got) != 2 || !strings.Contains(got[1], "--docker-path podman") {
+		t.Errorf("podman only: %q", got)
+	}
+	if got := NextStep("/some/repo", done, have()); len(got) != 2 || !strings.Contains(got[0], "/some/repo") || !strings.Contains(got[1], "install Docker Engine") {
+		t.Errorf("no engine: %q", got)
+	}
+}
