@@ -338,7 +338,7 @@ func (pl *planner) allowWrite() error {
 	for _, e := range pl.cfg.Caches {
 		ps, err := pl.expand(e)
 		if err != nil {
-			return Spec{}, err
+			return err
 		}
 		for _, p := range ps {
 			quiet[p] = true
