@@ -310,7 +310,7 @@ func TestE2EBuild(t *testing.T) {
 			"echo completion=$(test -f /usr/share/bash-completion/bash_completion && echo yes)",
 			"echo lang=$LANG",
 			"echo safe=$(git config --system --get safe.directory)",
-			"echo caches=$(stat -c %u /home/dev/.cache /home/dev/.npm /home/dev/go | tr '\\n' ' ')",
+			"echo caches=$(stat -c %u /home/dev/.cache /home/dev/.npm /home/dev/go | paste -sd, -)",
 		}, "; ")
 		got := e.docker.Run(t, "run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", ref, "-c", script)
 		sum := sha256Hex(pj)
@@ -328,7 +328,7 @@ func TestE2EBuild(t *testing.T) {
 			"completion=yes",
 			"lang=C.UTF-8",
 			"safe=*",
-			"caches=1000 1000 1000 ",
+			"caches=1000,1000,1000",
 		} {
 			if !strings.Contains(got, w+"\n") && !strings.HasSuffix(got, w) {
 				t.Errorf("inside the image: want %q in\n%s", w, got)
