@@ -19,9 +19,13 @@ RUN set -eu; \
 FROM docker.io/library/debian@sha256:1111111111111111111111111111111111111111111111111111111111111111
 # packages
 RUN set -eu; \
+    if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg >/dev/null 2>&1; then \
+      echo 'devbox: image.base docker.io/library/debian:trixie-slim is not Debian-based (no apt-get/dpkg): devbox images install packages with apt; use a Debian-based image (the official debian, node, python and golang images are), or add the devbox feature to a devcontainer.json on this base instead (docs/feature.md)' >&2; \
+      exit 1; \
+    fi; \
     export DEBIAN_FRONTEND=noninteractive; \
     apt-get update; \
-    apt-get install -y --no-install-recommends bubblewrap ca-certificates iproute2 ipset iptables socat; \
+    apt-get install -y --no-install-recommends bash-completion bubblewrap ca-certificates curl git iproute2 ipset iptables jq less procps ripgrep socat unzip; \
     apt-get clean; \
     rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt/* /var/log/dpkg.log /var/log/alternatives.log /var/cache/debconf/*-old /var/cache/ldconfig/aux-cache
 # accounts
@@ -34,6 +38,8 @@ RUN set -eu; \
     useradd --system --uid 998 --gid 998 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin devbox-dns; \
     getent group 1000 >/dev/null || groupadd --gid 1000 dev; \
     useradd --uid 1000 --gid 1000 --create-home --home-dir /home/dev --shell /bin/bash dev; \
+    mkdir -p /home/dev/.cache /home/dev/.npm /home/dev/go && chown 1000:1000 /home/dev/.cache /home/dev/.npm /home/dev/go; \
+    git config --system --add safe.directory '*'; \
     mkdir -p /etc/devbox /var/log/devbox; \
     chown 998:998 /var/log/devbox; \
     chmod 0755 /var/log/devbox; \
@@ -59,14 +65,14 @@ RUN set -eu; \
 COPY policy.json /etc/devbox/policy.json
 RUN chmod 0644 /etc/devbox/policy.json
 
-ENV PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 ENV DISABLE_AUTOUPDATER="1"
+ENV LANG="C.UTF-8"
 LABEL dev.devbox.claude-code="2.1.332"
-LABEL dev.devbox.policy="{\"image\":{\"base\":\"docker.io/library/debian:bookworm-slim\",\"user\":{\"name\":\"dev\",\"uid\":1000,\"gid\":1000},\"packages\":[],\"tag\":\"\"},\"agent\":{\"claudeCode\":\"2.1.332\"},\"network\":{\"presets\":[\"anthropic\",\"claude-login\",\"vscode\"],\"allow\":[\"api.anthropic.com:443\",\"claude.ai:443\",\"claude.com:443\",\"console.anthropic.com:443\",\"marketplace.visualstudio.com:443\",\"platform.claude.com:443\",\"sentry.io:443\",\"statsig.anthropic.com:443\",\"statsig.com:443\",\"update.code.visualstudio.com:443\",\"vscode.download.prss.microsoft.com:443\",\"*.gallery.vsassets.io:443\",\"*.gallerycdn.vsassets.io:443\",\"*.vscode-cdn.net:443\"],\"deny\":[],\"dns\":{\"upstream\":[]},\"log\":{\"blocked\":true,\"file\":\"/var/log/devbox/firewall.jsonl\"},\"quic\":false},\"sandbox\":{\"enabled\":false,\"denyRead\":[\"**/.env\",\"**/.env.*\",\"~/.aws\",\"~/.config/gcloud\",\"~/.config/gh\",\"~/.docker\",\"~/.git-credentials\",\"~/.netrc\",\"~/.ssh\"],\"allowWrite\":[],\"denyWrite\":[]}}"
-LABEL dev.devbox.policy.digest="sha256:b74b27ad1addb4062f7791b2c57af1c21683f851a2979bdf8a3ec915961dcd64"
+LABEL dev.devbox.policy="{\"image\":{\"base\":\"docker.io/library/debian:trixie-slim\",\"user\":{\"name\":\"dev\",\"uid\":1000,\"gid\":1000},\"packages\":[],\"tag\":\"\"},\"agent\":{\"claudeCode\":\"2.1.332\"},\"network\":{\"presets\":[\"anthropic\",\"claude-login\",\"vscode\"],\"allow\":[\"api.anthropic.com:443\",\"claude.ai:443\",\"claude.com:443\",\"console.anthropic.com:443\",\"marketplace.visualstudio.com:443\",\"platform.claude.com:443\",\"sentry.io:443\",\"statsig.anthropic.com:443\",\"statsig.com:443\",\"update.code.visualstudio.com:443\",\"vscode.download.prss.microsoft.com:443\",\"*.gallery.vsassets.io:443\",\"*.gallerycdn.vsassets.io:443\",\"*.vscode-cdn.net:443\"],\"deny\":[],\"dns\":{\"upstream\":[]},\"log\":{\"blocked\":true,\"file\":\"/var/log/devbox/firewall.jsonl\"},\"quic\":false},\"sandbox\":{\"enabled\":false,\"denyRead\":[\"**/.env\",\"**/.env.*\",\"~/.aws\",\"~/.config/gcloud\",\"~/.config/gh\",\"~/.docker\",\"~/.git-credentials\",\"~/.netrc\",\"~/.ssh\"],\"allowWrite\":[],\"denyWrite\":[]}}"
+LABEL dev.devbox.policy.digest="sha256:e3e2cea30e358613cfb54454b062b9b4d3efca5357ae77aa7b283319008393fb"
 LABEL devcontainer.metadata="[{\"capAdd\":[\"NET_ADMIN\",\"NET_RAW\"],\"containerUser\":\"root\",\"entrypoint\":\"/usr/local/bin/devbox entrypoint\",\"init\":true,\"remoteUser\":\"dev\",\"securityOpt\":[\"no-new-privileges\"],\"updateRemoteUserUID\":true}]"
 LABEL org.opencontainers.image.base.digest="sha256:1111111111111111111111111111111111111111111111111111111111111111"
-LABEL org.opencontainers.image.base.name="docker.io/library/debian:bookworm-slim"
+LABEL org.opencontainers.image.base.name="docker.io/library/debian:trixie-slim"
 LABEL org.opencontainers.image.created="2026-01-01T00:00:00Z"
 LABEL org.opencontainers.image.title="devbox sandbox for dev"
 LABEL org.opencontainers.image.version="0.1.0-test"
