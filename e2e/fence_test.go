@@ -196,7 +196,10 @@ func mergeRunArgs(have any, add []string) []any {
 // devcontainerUp runs `devcontainer up` and returns the container id.
 func devcontainerUp(t testing.TB, e env, repo string) string {
 	t.Helper()
-	out, err := runErr(repo, []string{"DOCKER_HOST=" + e.d.Host}, e.dcli, "up", "--workspace-folder", repo, "--docker-path", e.d.Path)
+	// devbox on PATH, as on a developer's host: the initializeCommand runs
+	// `devbox audit` (and image mode needs it there).
+	path := "PATH=" + filepath.Dir(e.devbox) + string(os.PathListSeparator) + os.Getenv("PATH")
+	out, err := runErr(repo, []string{"DOCKER_HOST=" + e.d.Host, path}, e.dcli, "up", "--workspace-folder", repo, "--docker-path", e.d.Path)
 	var res struct {
 		Outcome     string `json:"outcome"`
 		ContainerID string `json:"containerId"`

@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/devbox-dev/devbox/internal/devcontainer"
+	"github.com/devbox-dev/devbox/internal/gitaudit"
 	"github.com/devbox-dev/devbox/internal/pin"
 )
 
@@ -95,9 +97,42 @@ By default the image is built from the repository: init writes
 		for _, r := range results {
 			fmt.Fprintln(c.App.Writer, r)
 		}
+		if err := auditBaseline(c, opts.Root); err != nil {
+			return err
+		}
 		for _, l := range devcontainer.NextStep(opts.Root, results, exec.LookPath) {
 			fmt.Fprintln(c.App.Writer, l)
 		}
 		return nil
 	},
+}
+
+// auditBaseline records the git audit's first state for the workspace, so
+// that the first start passes `devbox audit` in the initializeCommand: what
+// is in the checkout when the user sets devbox up was put there before any
+// container ran. It prints what it accepted that could run (hooks, keys),
+// for the user to look at once.
+func auditBaseline(c *cli.Context, root string) error {
+	d, path, created, err := gitaudit.Baseline(root, "", time.Now())
+	if err != nil {
+		return fmt.Errorf("init: recording the git audit's first state: %w", err)
+	}
+	if !created {
+		return nil
+	}
+	var risky []gitaudit.Change
+	for _, ch := range d.Changes {
+		if ch.Kind != gitaudit.GitDir && ch.Kind != gitaudit.GitLink {
+			risky = append(risky, ch)
+		}
+	}
+	fmt.Fprintf(c.App.Writer, "recorded    the git audit's first state (%s): %d git directories and links", path, len(d.Changes)-len(risky))
+	if len(risky) > 0 {
+		fmt.Fprintf(c.App.Writer, ", and these, accepted as they are now:")
+		for _, ch := range risky {
+			fmt.Fprintf(c.App.Writer, "\n    %s", ch)
+		}
+	}
+	fmt.Fprintln(c.App.Writer)
+	return nil
 }

@@ -3,6 +3,7 @@ package devcontainer
 import (
 	"path"
 	"sort"
+	"strings"
 
 	"github.com/devbox-dev/devbox/internal/image"
 	"github.com/devbox-dev/devbox/internal/layout"
@@ -41,52 +42,99 @@ func HomeDir(p *policy.Policy) string { return path.Join("/home", p.Image.User.N
 // one dev container and different between two.
 const ClaudeVolume = "devbox-claude-${devcontainerId}"
 
-// initializeRefresh runs on the host before every image build. The build
-// context is git-ignored, so it must be regenerated from the policy: with
-// devbox on the host, `devbox init --lock` refreshes it (a policy edit then
-// reaches the image, never a stale copy; the lock is resolved only when the
-// edit moved one of its inputs); without it, the build stops with a clear
-// message instead of failing on a missing COPY source.
-const initializeRefresh = "if command -v devbox >/dev/null 2>&1; then devbox init --lock; " +
-	"else test -f " + BinaryFile + " || { echo 'devbox: " + BinaryFile + " is missing: install devbox and run `devbox init` in this repository' >&2; exit 1; }; fi"
+// startCommand is the initializeCommand: it runs on the host before every
+// start. First `devbox audit`: anything the container planted for host git
+// (a hook, a core.fsmonitor, a new nested repository) stops the start until
+// the user has reviewed it (docs/git.md). Then `devbox init` refreshes what
+// is generated: the build context (git-ignored, so a policy edit reaches
+// the image, never a stale copy; --lock resolves the lock only when the
+// edit moved one of its inputs) and the read-only mounts of the git
+// directories that exist now (they apply when the container is next
+// created). Without devbox on the host, build mode runs the audit with the
+// Linux binary init copied (read-only inside the container) and stops with
+// a clear message where it cannot run; image mode has no copy and stops.
+func startCommand(l hostLayout) string {
+	initArgs := "init --lock"
+	if l.image != "" {
+		initArgs = "init --image " + l.image
+	}
+	if l.isolated {
+		initArgs += " --isolated"
+	}
+	head := startCommandPrefix + "audit && devbox " + initArgs + "; "
+	if l.image != "" {
+		return head + "else echo 'devbox: install devbox on this host: `devbox audit` must check the git hooks and config the container could have planted before every start' >&2; exit 1; fi"
+	}
+	return head + "elif test -f " + BinaryFile + "; then " + BinaryFile + " audit || { echo 'devbox: the git audit failed (above), or this host cannot run " + BinaryFile + ": install devbox' >&2; exit 1; }; " +
+		"else echo 'devbox: " + BinaryFile + " is missing: install devbox and run `devbox init` in this repository' >&2; exit 1; fi"
+}
+
+// startCommandPrefix starts every initializeCommand devbox init has
+// written, this version's and earlier ones: a value with it is init's own
+// and is replaced; any other is the user's and stays.
+const startCommandPrefix = "if command -v devbox >/dev/null 2>&1; then devbox "
+
+func ownStartCommand(v any) bool {
+	s, ok := v.(string)
+	return ok && strings.HasPrefix(s, startCommandPrefix)
+}
 
 // hostLayout describes what is on the host that the rules depend on.
 type hostLayout struct {
 	// image is the prebuilt image reference; "" builds from the Dockerfile.
 	image string
-	// gitHooks and gitConfig say whether .git/hooks and .git/config exist
-	// (a bind mount of a missing path fails the container start).
-	gitHooks, gitConfig bool
+	// isolated: the repository lives in a volume (InitOptions.Isolated).
+	isolated bool
+	// readOnly are the git paths to mount read-only, relative to the
+	// workspace: every git directory's hooks/, config and config.worktree
+	// that exist (a bind mount of a missing path fails the start).
+	readOnly []string
+}
+
+// roMount is a read-only bind of a workspace path over itself.
+func roMount(rel string) string {
+	return "source=${localWorkspaceFolder}/" + rel + ",target=${containerWorkspaceFolder}/" + rel + ",type=bind,readonly"
 }
 
 // mounts are the read-only bind mounts that stop code in the container from
 // planting what the host later runs (git hooks, git config aliases and
-// fsmonitor, the dev container definition itself), plus Claude's volume.
+// fsmonitor of every git directory, the dev container definition itself),
+// plus Claude's volume. They are init's block of "mounts", rewritten by
+// every init.
 func mounts(p *policy.Policy, l hostLayout) []string {
-	ro := func(rel string) string {
-		return "source=${localWorkspaceFolder}/" + rel + ",target=${containerWorkspaceFolder}/" + rel + ",type=bind,readonly"
-	}
-	out := []string{ro(".devcontainer")}
-	if l.gitHooks {
-		out = append(out, ro(".git/hooks"))
-	}
-	if l.gitConfig {
-		out = append(out, ro(".git/config"))
+	out := []string{roMount(Dir)}
+	for _, rel := range l.readOnly {
+		out = append(out, roMount(rel))
 	}
 	if l.image != "" {
 		// A prebuilt image carries the team's policy; the repository's own
 		// reaches the entrypoint here, which applies it only when it
 		// narrows the image's baseline.
-		out = append(out, "source=${localWorkspaceFolder}/"+PolicyFile+",target="+layout.RepoPolicyPath+",type=bind,readonly")
+		out = append(out, repoPolicyMount)
 	}
-	out = append(out, "source="+ClaudeVolume+",target="+HomeDir(p)+"/.claude,type=volume")
+	out = append(out, claudeMount(p))
 	if !p.Credentials.IsZero() {
 		// The credential gateway's secrets: one volume per container,
 		// kept across rebuilds, readable by root and the gateway only
 		// (the image's empty directory gives the new volume its modes).
-		out = append(out, "source="+SecretsVolume+",target="+layout.SecretsDir+",type=volume")
+		out = append(out, secretsMount)
 	}
 	return out
+}
+
+// repoPolicyMount is image mode's read-only bind of the repository's policy.
+const repoPolicyMount = "source=${localWorkspaceFolder}/" + PolicyFile + ",target=" + layout.RepoPolicyPath + ",type=bind,readonly"
+
+// secretsMount is the credential gateway's secrets volume.
+const secretsMount = "source=" + SecretsVolume + ",target=" + layout.SecretsDir + ",type=volume"
+
+func claudeMount(p *policy.Policy) string {
+	return "source=" + ClaudeVolume + ",target=" + HomeDir(p) + "/.claude,type=volume"
+}
+
+// legacyMounts are the mounts init wrote, one by one, before the block.
+func legacyMounts(p *policy.Policy) []string {
+	return []string{roMount(Dir), roMount(".git/hooks"), roMount(".git/config"), repoPolicyMount, claudeMount(p), secretsMount}
 }
 
 // SecretsVolume is the named volume holding the credential gateway's
@@ -101,7 +149,7 @@ func configRules(p *policy.Policy, l hostLayout) []rule {
 	if l.image != "" {
 		rs = append(rs,
 			rule{path: []string{"build"}, kind: remove},
-			rule{path: []string{"initializeCommand"}, kind: removeIfEqual, value: initializeRefresh},
+			rule{path: []string{"initializeCommand"}, kind: setIfOwned, value: startCommand(l), owned: ownStartCommand},
 			rule{path: []string{"image"}, kind: set, value: l.image},
 		)
 	} else {
@@ -109,7 +157,7 @@ func configRules(p *policy.Policy, l hostLayout) []rule {
 			rule{path: []string{"image"}, kind: remove},
 			rule{path: []string{"build", "dockerfile"}, kind: set, value: "Dockerfile"},
 			rule{path: []string{"build", "context"}, kind: set, value: ".devbox"},
-			rule{path: []string{"initializeCommand"}, kind: setIfAbsent, value: initializeRefresh},
+			rule{path: []string{"initializeCommand"}, kind: setIfOwned, value: startCommand(l), owned: ownStartCommand},
 			// When the Dev Containers CLI builds from a Dockerfile it
 			// derives the container's metadata from the FROM image and
 			// devcontainer.json only, so the "entrypoint" in the label of
@@ -140,7 +188,7 @@ func configRules(p *policy.Policy, l hostLayout) []rule {
 		rs = append(rs, rule{path: []string{"runArgs"}, kind: union, value: []string{SeccompRunArg}})
 	}
 	return append(rs,
-		rule{path: []string{"mounts"}, kind: union, value: mounts(p, l)},
+		rule{path: []string{"mounts"}, kind: block, value: mounts(p, l), legacy: legacyMounts(p)},
 		// One directory holds all of Claude Code's state (it otherwise also
 		// writes ~/.claude.json), so the volume above keeps all of it.
 		rule{path: []string{"containerEnv", "CLAUDE_CONFIG_DIR"}, kind: set, value: HomeDir(p) + "/.claude"},

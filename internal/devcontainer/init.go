@@ -15,6 +15,7 @@ import (
 	"github.com/tailscale/hujson"
 
 	"github.com/devbox-dev/devbox/internal/atomicfile"
+	"github.com/devbox-dev/devbox/internal/gitaudit"
 	"github.com/devbox-dev/devbox/internal/image"
 	"github.com/devbox-dev/devbox/internal/policy"
 	"github.com/devbox-dev/devbox/internal/sandbox"
@@ -69,6 +70,10 @@ type InitOptions struct {
 	// it, so the Dockerfile never pins stale inputs ("" skips that check;
 	// build mode only).
 	Version string
+	// Isolated keeps the repository in a per-container volume cloned from
+	// a read-only bind of the checkout, so the container never writes the
+	// host's checkout (docs/git.md).
+	Isolated bool
 }
 
 // Status is what init did, or would do, to one file.
@@ -145,12 +150,28 @@ func PlanInit(opts InitOptions) ([]FileResult, error) {
 	}
 	plan = append(plan, polRes)
 
-	l := hostLayout{image: opts.Image}
-	l.gitHooks = isDir(filepath.Join(opts.Root, ".git", "hooks"))
-	l.gitConfig = isFile(filepath.Join(opts.Root, ".git", "config"))
+	l := hostLayout{image: opts.Image, isolated: opts.Isolated}
+	var unmountable []string
+	if !opts.Isolated {
+		scan, err := gitaudit.Scan(opts.Root)
+		if err != nil {
+			return nil, err
+		}
+		for _, rel := range scan.ReadOnly {
+			if strings.ContainsAny(rel, ",\"\n") {
+				// The mount syntax cannot carry it; the audit still does.
+				unmountable = append(unmountable, rel)
+				continue
+			}
+			l.readOnly = append(l.readOnly, rel)
+		}
+	}
 	cfgRes, err := planConfig(opts, pol, l)
 	if err != nil {
 		return nil, err
+	}
+	if len(unmountable) > 0 {
+		cfgRes.Note = "not mounted read-only, the mount syntax cannot name them (devbox audit checks them at every start): " + strings.Join(unmountable, " ")
 	}
 	plan = append(plan, cfgRes)
 	if pol.Sandbox.Enabled {

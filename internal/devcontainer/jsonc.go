@@ -51,6 +51,21 @@ const (
 	// removeIfEqual: the key is removed when it holds the value (init's
 	// own earlier value), and left alone when the user wrote something else.
 	removeIfEqual
+	// setIfOwned: the key gets the value when absent or when owned says
+	// the current value is init's own (an earlier version of it); a value
+	// the user wrote stays.
+	setIfOwned
+	// block: the key is an array whose elements between BlockBegin and
+	// BlockEnd comments are exactly the value, in order; the user's
+	// elements and comments outside the block stay. Elements in legacy
+	// (init's own, from before the block existed) are moved into it.
+	block
+)
+
+// The comments around the part of an array init generates.
+const (
+	BlockBegin = "// devbox init: generated, rewritten by every `devbox init`; add yours outside this block"
+	BlockEnd   = "// devbox init: end of generated block"
 )
 
 // rule is one desired property of devcontainer.json.
@@ -58,6 +73,10 @@ type rule struct {
 	path  []string
 	kind  ruleKind
 	value any
+	// owned says whether a current value is init's own (setIfOwned).
+	owned func(any) bool
+	// legacy are elements init wrote before the block existed (block).
+	legacy []string
 }
 
 // patchJSONC brings the JSONC document src to the state the rules describe,
@@ -131,6 +150,19 @@ func applyRule(root *hujson.Object, unit string, r rule) ([]Change, error) {
 	key := r.path[len(r.path)-1]
 	path := strings.Join(r.path, "/")
 	i := memberIndex(obj, key)
+	if r.kind == block {
+		if i < 0 {
+			if err := addMember(obj, depth, unit, key, []any{}); err != nil {
+				return nil, err
+			}
+			i = memberIndex(obj, key)
+		}
+		arr, ok := obj.Members[i].Value.Value.(*hujson.Array)
+		if !ok {
+			return nil, fmt.Errorf("is not an array")
+		}
+		return applyBlock(arr, depth, unit, path, r.value.([]string), r.legacy), nil
+	}
 	if i < 0 {
 		if r.kind == remove || r.kind == removeIfEqual {
 			return nil, nil
@@ -148,6 +180,16 @@ func applyRule(root *hujson.Object, unit string, r rule) ([]Change, error) {
 	switch r.kind {
 	case setIfAbsent:
 		return nil, nil
+	case setIfOwned:
+		if equalJSON(old, r.value) || !r.owned(old) {
+			return nil, nil
+		}
+		v, err := marshalValue(r.value, depth, unit)
+		if err != nil {
+			return nil, err
+		}
+		m.Value.Value = v
+		return []Change{{Path: path, Op: "set", Old: compact(old), New: compact(r.value)}}, nil
 	case removeIfEqual:
 		if !equalJSON(old, r.value) {
 			return nil, nil
@@ -356,4 +398,108 @@ func marshal(v any, prefix, indent string) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// applyBlock makes the elements between BlockBegin and BlockEnd in arr
+// exactly want. Without a block yet, it removes the legacy elements and
+// appends the block at the end. The array is laid out one element per
+// line from then on; the user's elements and comments keep their bytes.
+func applyBlock(arr *hujson.Array, depth int, unit, path string, want, legacy []string) []Change {
+	b, e := -1, len(arr.Elements)
+	for i, el := range arr.Elements {
+		if b < 0 && bytes.Contains(el.BeforeExtra, []byte(BlockBegin)) {
+			b = i
+		} else if b >= 0 && bytes.Contains(el.BeforeExtra, []byte(BlockEnd)) {
+			e = i
+			break
+		}
+	}
+	var old []string
+	var changes []Change
+	indent := "\n" + strings.Repeat(unit, depth+1)
+	prefix := indent
+	if b >= 0 {
+		for _, el := range arr.Elements[b:e] {
+			s, _ := el.Value.(hujson.Literal)
+			old = append(old, s.String())
+		}
+		if slicesEqual(old, want) {
+			return nil
+		}
+		before := arr.Elements[b].BeforeExtra
+		prefix = string(before[:bytes.Index(before, []byte(BlockBegin))])
+	} else {
+		// No block yet: take init's own elements out of the user's list.
+		drop := map[string]bool{}
+		for _, s := range append(append([]string(nil), legacy...), want...) {
+			drop[s] = true
+		}
+		kept := arr.Elements[:0]
+		// A comment at the end of the line before a dropped element
+		// belongs to the element before it: it moves to what follows.
+		var pending hujson.Extra
+		for _, el := range arr.Elements {
+			if lit, ok := el.Value.(hujson.Literal); ok && lit.Kind() == '"' && drop[lit.String()] {
+				old = append(old, lit.String())
+				trailing, _ := splitTrailing(el.BeforeExtra)
+				pending = append(pending, trailing...)
+				continue
+			}
+			el.BeforeExtra = append(append(hujson.Extra(nil), pending...), el.BeforeExtra...)
+			pending = nil
+			kept = append(kept, el)
+		}
+		arr.Elements = kept
+		b, e = len(kept), len(kept)
+		trailing, rest := splitTrailing(arr.AfterExtra)
+		prefix = string(pending) + string(trailing) + indent
+		if !bytes.ContainsRune(rest, '\n') {
+			rest = hujson.Extra("\n" + strings.Repeat(unit, depth))
+		}
+		arr.AfterExtra = append(hujson.Extra(indent+BlockEnd), rest...)
+	}
+	els := make([]hujson.Value, 0, len(want))
+	for i, s := range want {
+		before := indent
+		if i == 0 {
+			before = prefix + BlockBegin + indent
+		}
+		els = append(els, hujson.Value{BeforeExtra: hujson.Extra(before), Value: hujson.String(s)})
+	}
+	tail := append([]hujson.Value(nil), arr.Elements[e:]...)
+	arr.Elements = append(append(arr.Elements[:b], els...), tail...)
+
+	have := map[string]bool{}
+	for _, s := range old {
+		have[s] = true
+	}
+	wanted := map[string]bool{}
+	for _, s := range want {
+		wanted[s] = true
+		if !have[s] {
+			changes = append(changes, Change{Path: path, Op: "append", New: compact(s)})
+		}
+	}
+	for _, s := range old {
+		if !wanted[s] {
+			changes = append(changes, Change{Path: path, Op: "remove", Old: compact(s)})
+		}
+	}
+	if len(changes) == 0 {
+		// Same elements, now inside a block (or reordered).
+		changes = append(changes, Change{Path: path, Op: "set", Old: compact(old), New: compact(want)})
+	}
+	return changes
+}
+
+func slicesEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }

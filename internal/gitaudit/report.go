@@ -29,7 +29,7 @@ func (d *Diff) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "devbox audit: %s: %d new or changed since the accepted state; host git could run them:\n", d.Root, len(d.Changes))
 	}
 	for _, c := range d.Changes {
-		b.WriteString("  " + c.line() + "\n")
+		b.WriteString("  " + c.String() + "\n")
 		for _, l := range c.Head {
 			b.WriteString("      | " + Printable(l) + "\n")
 		}
@@ -40,7 +40,8 @@ func (d *Diff) WriteText(w io.Writer) error {
 	return err
 }
 
-func (c Change) line() string {
+// String is the change on one line, as the report prints it.
+func (c Change) String() string {
 	f := c.Finding
 	where := Printable(f.Path)
 	if f.Line > 0 {

@@ -1,0 +1,90 @@
+package devcontainer
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMountsBlock: init's mounts live in one marked block. A devcontainer.json
+// from before the block (init's mounts one by one among the user's) is
+// migrated; the block follows the git directories that exist (a nested
+// repository and a submodule appear, then one goes away); the user's
+// mounts and comments outside it keep their bytes; a second run changes
+// nothing.
+func TestMountsBlock(t *testing.T) {
+	root := t.TempDir()
+	opts := buildOpts(t, root)
+	for _, d := range []string{".git/hooks", ".git/objects", ".git/refs"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	write(t, root, ".git/HEAD", "ref: refs/heads/main\n")
+	write(t, root, ".git/config", "[core]\n")
+	legacy := `{
+  // my container
+  "mounts": [
+    "source=/cache,target=/cache,type=bind", // my cache
+    "source=${localWorkspaceFolder}/.devcontainer,target=${containerWorkspaceFolder}/.devcontainer,type=bind,readonly",
+    "source=${localWorkspaceFolder}/.git/hooks,target=${containerWorkspaceFolder}/.git/hooks,type=bind,readonly",
+    /* keep me */ "source=/x,target=/x,type=bind"
+  ]
+}
+`
+	write(t, root, ConfigFile, legacy)
+	if _, err := Init(opts); err != nil {
+		t.Fatal(err)
+	}
+	got := string(read(t, root, ConfigFile))
+	for _, s := range []string{"// my container", `"source=/cache,target=/cache,type=bind", // my cache`, `/* keep me */ "source=/x,target=/x,type=bind"`, BlockBegin, BlockEnd} {
+		if !strings.Contains(got, s) {
+			t.Errorf("lost %q:\n%s", s, got)
+		}
+	}
+	if strings.Count(got, ".git/hooks,type=bind,readonly") != 1 || strings.Count(got, "/.devcontainer,type=bind,readonly") != 1 {
+		t.Errorf("init's legacy mounts not moved into the block:\n%s", got)
+	}
+	block := got[strings.Index(got, BlockBegin):strings.Index(got, BlockEnd)]
+	for _, rel := range []string{".devcontainer", ".git/hooks", ".git/config"} {
+		if !strings.Contains(block, roMount(rel)) {
+			t.Errorf("block lacks %s:\n%s", rel, block)
+		}
+	}
+
+	// A nested repository and a submodule appear.
+	for _, gd := range []string{"vendor/x/.git", ".git/modules/lib"} {
+		for _, d := range []string{"hooks", "objects", "refs"} {
+			os.MkdirAll(filepath.Join(root, gd, d), 0o755)
+		}
+		write(t, root, gd+"/HEAD", "ref: refs/heads/main\n")
+		write(t, root, gd+"/config", "[core]\n")
+	}
+	rs, err := Init(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := statuses(rs); st[ConfigFile] != Patched {
+		t.Errorf("new git dirs: %v", st)
+	}
+	got = string(read(t, root, ConfigFile))
+	for _, rel := range []string{"vendor/x/.git/hooks", "vendor/x/.git/config", ".git/modules/lib/hooks", ".git/modules/lib/config"} {
+		if !strings.Contains(got, roMount(rel)) {
+			t.Errorf("no read-only mount of %s:\n%s", rel, got)
+		}
+	}
+	again, err := Init(opts)
+	if err != nil || statuses(again)[ConfigFile] != Unchanged {
+		t.Errorf("second run: %v %v", statuses(again), err)
+	}
+
+	// The nested repository goes away: its mounts go too (a bind of a
+	// missing path would fail the start), the user's stay.
+	os.RemoveAll(filepath.Join(root, "vendor"))
+	if _, err := Init(opts); err != nil {
+		t.Fatal(err)
+	}
+	got = string(read(t, root, ConfigFile))
+	if strings.Contains(got, "vendor/x") || !strings.Contains(got, ".git/modules/lib/hooks") || !strings.Contains(got, "// my cache") || !strings.Contains(got, "/* keep me */") {
+		t.Errorf("after removing vendor/x:\n%s", got)
+	}
+}
