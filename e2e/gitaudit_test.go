@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestGitPersistence: the two chains of issue 14 and their cousins, in the
+// default (bind) mode, through `devcontainer up` in a repository with a
+// submodule, a nested repository and a worktree. As the remote user the
+// test plants, each with a command that would create a marker file on the
+// host: a submodule hook and a nested core.fsmonitor (existing paths: the
+// write must be refused), a worktree's config.worktree and a new nested
+// repository (new paths: the next start must fail with the audit naming
+// each). Then, as the host's user, it runs the chains' git commands and
+// checks the marker was never created; after `devbox audit --accept` the
+// start goes through.
+func TestGitPersistence(t *testing.T) {
+	e := setup(t)
+	w := startWorld(t, e.d, e.base, e.worldd)
+	t.Setenv("XDG_STATE_HOME", t.TempDir()) // the audit's accepted states
+	marker := filepath.Join(t.TempDir(), "planted-ran")
+	plant := "#!/bin/sh\ntouch " + marker + "\n"
+
+	base := t.TempDir()
+	repo := filepath.Join(base, "repo")
+	lib := filepath.Join(base, "libsrc")
+	git := func(dir string, args ...string) string {
+		t.Helper()
+		return run(t, dir, []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}, "git",
+			append([]string{"-c", "protocol.file.allow=always", "-c", "safe.directory=*", "-c", "user.name=t", "-c", "user.email=t@x.test", "-c", "init.defaultBranch=main"}, args...)...)
+	}
+	for _, d := range []string{repo, lib, filepath.Join(repo, "vendor/x"), filepath.Join(repo, ".devcontainer")} {
+		os.MkdirAll(d, 0o755)
+	}
+	git(lib, "init", "-q")
+	os.WriteFile(filepath.Join(lib, "lib.txt"), []byte("lib\n"), 0o644)
+	git(lib, "add", ".")
+	git(lib, "commit", "-qm", "lib")
+	git(repo, "init", "-q")
+	git(repo, "submodule", "-q", "add", lib, "lib")
+	os.WriteFile(filepath.Join(repo, ".devcontainer/devbox.policy.jsonc"), []byte(policyFor(e, w, e.registry+"/devbox/e2e:unused")), 0o644)
+	git(repo, "add", ".")
+	git(repo, "commit", "-qm", "root")
+	git(repo, "worktree", "add", "-q", "wt")
+	git(filepath.Join(repo, "vendor/x"), "init", "-q")
+
+	run(t, repo, nil, e.devbox, "lock", ".devcontainer/devbox.policy.jsonc")
+	out := run(t, repo, nil, e.devbox, "init")
+	if !strings.Contains(out, "recorded    the git audit's first state") {
+		t.Errorf("init did not record the audit's first state:\n%s", out)
+	}
+	cfg, _ := os.ReadFile(filepath.Join(repo, ".devcontainer/devcontainer.json"))
+	for _, rel := range []string{".git/hooks", ".git/config", ".git/modules/lib/hooks", ".git/modules/lib/config", "vendor/x/.git/hooks", "vendor/x/.git/config"} {
+		if !strings.Contains(string(cfg), "${localWorkspaceFolder}/"+rel+",") {
+			t.Errorf("devcontainer.json does not mount %s read-only:\n%s", rel, cfg)
+		}
+	}
+	patchConfig(t, filepath.Join(repo, ".devcontainer/devcontainer.json"), w, true)
+	run(t, repo, nil, "chown", "-R", "1000:1000", ".")
+
+	id := devcontainerUp(t, e, repo)
+	requireFenced(t, e.d, id, "")
+	dexec := devcontainerExec(e, repo, "DOCKER_HOST="+e.d.Host)
+	ws := "/workspaces/" + filepath.Base(repo)
+	sh := func(script string) (string, error) {
+		out, err := dexec("sh", "-c", script).CombinedOutput()
+		return string(out), err
+	}
+
+	// Existing paths: refused.
+	for _, attempt := range []struct{ name, script string }{
+		{"submodule hook", "printf '" + plant + "' > " + ws + "/.git/modules/lib/hooks/post-checkout && chmod +x " + ws + "/.git/modules/lib/hooks/post-checkout"},
+		{"nested core.fsmonitor", "printf '[core]\\n\\tfsmonitor = touch " + marker + "\\n' >> " + ws + "/vendor/x/.git/config"},
+		{"top-level hook", "printf '" + plant + "' > " + ws + "/.git/hooks/post-checkout"},
+	} {
+		out, err := sh(attempt.script)
+		if err == nil || !strings.Contains(out, "Read-only file system") {
+			t.Errorf("%s: the write was not refused by a read-only mount (err %v): %s", attempt.name, err, out)
+		}
+	}
+	// New paths: written, and caught by the audit at the next start.
+	for _, attempt := range []struct{ name, script string }{
+		{"worktree config", "printf '[core]\\n\\tfsmonitor = touch " + marker + "\\n' > " + ws + "/.git/worktrees/wt/config.worktree"},
+		{"new nested repository", "mkdir -p " + ws + "/newrepo/.git/objects " + ws + "/newrepo/.git/refs " + ws + "/newrepo/.git/hooks && " +
+			"echo 'ref: refs/heads/main' > " + ws + "/newrepo/.git/HEAD && " +
+			"printf '[core]\\n\\tfsmonitor = touch " + marker + "\\n' > " + ws + "/newrepo/.git/config && " +
+			"printf '" + plant + "' > " + ws + "/newrepo/.git/hooks/post-checkout && chmod +x " + ws + "/newrepo/.git/hooks/post-checkout"},
+	} {
+		if out, err := sh(attempt.script); err != nil {
+			t.Fatalf("%s: %v: %s", attempt.name, err, out)
+		}
+	}
+	// Moving the submodule's git directory aside to plant a fresh one:
+	// whatever the kernel allows, the audit must see the result.
+	moved, _ := sh("mv " + ws + "/.git/modules/lib " + ws + "/.git/modules/lib.old && mkdir -p " + ws + "/.git/modules/lib/hooks && " +
+		"printf '" + plant + "' > " + ws + "/.git/modules/lib/hooks/post-checkout && chmod +x " + ws + "/.git/modules/lib/hooks/post-checkout && echo MOVED")
+	t.Logf("moving .git/modules/lib aside: %s", moved)
+
+	// The next start fails, and the audit names each new path.
+	e.d.Run(t, "stop", "-t", "2", id)
+	path := "PATH=" + filepath.Dir(e.devbox) + string(os.PathListSeparator) + os.Getenv("PATH")
+	upOut, err := runErr(repo, []string{"DOCKER_HOST=" + e.d.Host, path}, e.dcli, "up", "--workspace-folder", repo, "--docker-path", e.d.Path)
+	if err == nil {
+		t.Fatalf("the start after planting went through:\n%s", upOut)
+	}
+	report := err.Error()
+	for _, want := range []string{".git/worktrees/wt/config.worktree", "core.fsmonitor", "newrepo/.git", "newrepo/.git/hooks/post-checkout", "devbox audit --accept"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the failed start's audit report does not name %q:\n%s", want, tail(report))
+		}
+	}
+	if strings.Contains(moved, "MOVED") && !strings.Contains(report, ".git/modules/lib/hooks/post-checkout") {
+		t.Errorf("the submodule's git directory was replaced and the audit missed its hook:\n%s", tail(report))
+	}
+
+	// The host step: the chains' commands, as the developer would run
+	// them (not in the new repository, which the audit flags for review
+	// before any git runs there).
+	git(repo, "submodule", "update", "--force")
+	git(repo, "-C", "vendor/x", "status")
+	git(repo, "status")
+	git(filepath.Join(repo, "wt"), "status")
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatalf("host git ran something planted in the container (marker %s exists)", marker)
+	}
+
+	// After review the start goes through.
+	run(t, repo, nil, e.devbox, "audit", "--accept")
+	devcontainerUp(t, e, repo)
+	cfg, _ = os.ReadFile(filepath.Join(repo, ".devcontainer/devcontainer.json"))
+	if !strings.Contains(string(cfg), "${localWorkspaceFolder}/newrepo/.git/config,") {
+		t.Errorf("the start's devbox init did not add the new repository's read-only mounts:\n%s", cfg)
+	}
+}
