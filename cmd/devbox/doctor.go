@@ -13,6 +13,7 @@ import (
 	"github.com/devbox-dev/devbox/internal/doctor"
 	"github.com/devbox-dev/devbox/internal/entrypoint"
 	"github.com/devbox-dev/devbox/internal/gateway"
+	"github.com/devbox-dev/devbox/internal/gitaudit"
 	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
@@ -77,6 +78,13 @@ The exit status is 1 when something that should be enforced is not.`,
 					return "", err
 				}
 				return gateCounters(h), nil
+			},
+			GitPaths: func(ws string) ([]string, error) {
+				r, err := gitaudit.Scan(ws)
+				if err != nil {
+					return nil, err
+				}
+				return r.ReadOnly, nil
 			},
 		})
 		var err error

@@ -58,9 +58,6 @@ func startCommand(l hostLayout) string {
 	if l.image != "" {
 		initArgs = "init --image " + l.image
 	}
-	if l.isolated {
-		initArgs += " --isolated"
-	}
 	head := startCommandPrefix + "audit && devbox " + initArgs + "; "
 	if l.image != "" {
 		return head + "else echo 'devbox: install devbox on this host: `devbox audit` must check the git hooks and config the container could have planted before every start' >&2; exit 1; fi"
@@ -83,8 +80,6 @@ func ownStartCommand(v any) bool {
 type hostLayout struct {
 	// image is the prebuilt image reference; "" builds from the Dockerfile.
 	image string
-	// isolated: the repository lives in a volume (InitOptions.Isolated).
-	isolated bool
 	// readOnly are the git paths to mount read-only, relative to the
 	// workspace: every git directory's hooks/, config and config.worktree
 	// that exist (a bind mount of a missing path fails the start).

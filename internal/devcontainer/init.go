@@ -70,10 +70,6 @@ type InitOptions struct {
 	// it, so the Dockerfile never pins stale inputs ("" skips that check;
 	// build mode only).
 	Version string
-	// Isolated keeps the repository in a per-container volume cloned from
-	// a read-only bind of the checkout, so the container never writes the
-	// host's checkout (docs/git.md).
-	Isolated bool
 }
 
 // Status is what init did, or would do, to one file.
@@ -150,21 +146,19 @@ func PlanInit(opts InitOptions) ([]FileResult, error) {
 	}
 	plan = append(plan, polRes)
 
-	l := hostLayout{image: opts.Image, isolated: opts.Isolated}
+	l := hostLayout{image: opts.Image}
 	var unmountable []string
-	if !opts.Isolated {
-		scan, err := gitaudit.Scan(opts.Root)
-		if err != nil {
-			return nil, err
+	scan, err := gitaudit.Scan(opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	for _, rel := range scan.ReadOnly {
+		if strings.ContainsAny(rel, ",\"\n") {
+			// The mount syntax cannot carry it; the audit still does.
+			unmountable = append(unmountable, rel)
+			continue
 		}
-		for _, rel := range scan.ReadOnly {
-			if strings.ContainsAny(rel, ",\"\n") {
-				// The mount syntax cannot carry it; the audit still does.
-				unmountable = append(unmountable, rel)
-				continue
-			}
-			l.readOnly = append(l.readOnly, rel)
-		}
+		l.readOnly = append(l.readOnly, rel)
 	}
 	cfgRes, err := planConfig(opts, pol, l)
 	if err != nil {

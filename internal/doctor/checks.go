@@ -342,6 +342,40 @@ func (c *checker) mounts() {
 				"%s is writable: code in the container could plant something the host later runs", p)
 		}
 	}
+	c.gitDirs(ro)
+}
+
+// gitDirs reports how the hooks and config of the workspace's other git
+// directories (submodules, worktrees, nested repositories) are protected:
+// read-only when they existed when the container was created; otherwise
+// only by `devbox audit` on the host before the next start.
+func (c *checker) gitDirs(ro map[string]bool) {
+	if c.o.GitPaths == nil {
+		return
+	}
+	paths, err := c.o.GitPaths(c.o.Workspace)
+	if err != nil {
+		c.add("git directories", Warn, "", "cannot list the workspace's git directories: %v", err)
+		return
+	}
+	var roN int
+	var writable []string
+	for _, rel := range paths {
+		if rel == ".git/hooks" || rel == ".git/config" {
+			continue // checked above
+		}
+		if ro[filepath.Join(c.o.Workspace, rel)] {
+			roN++
+		} else {
+			writable = append(writable, rel)
+		}
+	}
+	c.add("git directories", Info, "", "workspace mode: bind (the host checkout); %d more git hooks/config paths mounted read-only; "+
+		"`devbox audit` on the host checks every git directory's hooks and config before each start", roN)
+	if len(writable) > 0 {
+		c.add("git directories", Info, "", "writable, created after the container was (the host's `devbox audit` stops the next start until they are accepted; "+
+			"Rebuild mounts them read-only): %s", strings.Join(writable, " "))
+	}
 }
 
 // policyFile is the part of the normalized policy doctor reads.

@@ -94,6 +94,10 @@ type Options struct {
 	// a protected host's port 443 from this process, which must fail.
 	Routes     func(context.Context) ([]Route, error)
 	DialDirect func(ctx context.Context, host string) error
+	// GitPaths lists the hooks directories and config files of every git
+	// directory in a workspace, relative to it (gitaudit's ReadOnly); nil
+	// skips the check.
+	GitPaths func(workspace string) ([]string, error)
 }
 
 // Route is one credential gateway route as doctor reports it.

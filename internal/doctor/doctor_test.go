@@ -251,3 +251,34 @@ func TestRun(t *testing.T) {
 		})
 	}
 }
+
+// TestGitDirs: the workspace mode and how the other git directories'
+// hooks and config are protected (read-only mount, or only the host's
+// audit for those created after the container).
+func TestGitDirs(t *testing.T) {
+	root, files := world(t)
+	files["/proc/self/mountinfo"] = mountinfo + "103 100 8:1 /src/vendor/x/.git/config /workspaces/my\\040repo/vendor/x/.git/config ro,relatime - ext4 /dev/sda1 rw\n"
+	for p, content := range files {
+		full := filepath.Join(root, p)
+		os.MkdirAll(filepath.Dir(full), 0o755)
+		os.WriteFile(full, []byte(content), 0o644)
+	}
+	sys := &fakeSys{OS: OS{Prefix: root}, euid: 1000, paths: map[string]string{}, runs: map[string]fakeRun{}}
+	rep := Run(context.Background(), sys, Options{StatusPath: "/run/devbox/status", PolicyPath: "/etc/devbox/policy.json", Workspace: ws, DNSUID: 998,
+		GitPaths: func(w string) ([]string, error) {
+			if w != ws {
+				t.Errorf("GitPaths(%q)", w)
+			}
+			return []string{".git/config", ".git/hooks", "new/.git/hooks", "vendor/x/.git/config"}, nil
+		}})
+	var lines []string
+	for _, f := range rep.Findings {
+		if f.Check == "git directories" {
+			lines = append(lines, f.Detail)
+		}
+	}
+	if len(lines) != 2 || !strings.Contains(lines[0], "workspace mode: bind") || !strings.Contains(lines[0], "1 more git hooks/config paths mounted read-only") ||
+		!strings.Contains(lines[1], "new/.git/hooks") || strings.Contains(lines[1], "vendor/x") {
+		t.Errorf("git directories findings: %q", lines)
+	}
+}
