@@ -70,6 +70,23 @@ func TestGitPersistence(t *testing.T) {
 		return string(out), err
 	}
 
+	// The escape suite's git attempts: every git directory's hooks and
+	// config present at creation, beyond the top-level ones.
+	prepare(t, e, id)
+	table := escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2)
+	n := 0
+	for _, line := range strings.Split(table, "\n") {
+		if strings.Contains(line, "plant a git hook or config the host runs") {
+			n++
+			if !strings.Contains(line, "read-only file system") {
+				t.Errorf("not stopped by a read-only mount: %s", line)
+			}
+		}
+	}
+	if n < 4 {
+		t.Errorf("%d git plant attempts in the escape suite, want ≥ 4 (submodule and nested repository hooks and config)", n)
+	}
+
 	// Existing paths: refused.
 	for _, attempt := range []struct{ name, script string }{
 		{"submodule hook", "printf '" + plant + "' > " + ws + "/.git/modules/lib/hooks/post-checkout && chmod +x " + ws + "/.git/modules/lib/hooks/post-checkout"},

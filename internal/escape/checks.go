@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/devbox-dev/devbox/internal/gitaudit"
 	"io"
 	"io/fs"
 	"net"
@@ -221,6 +222,21 @@ func Checks(t Targets) []Check {
 		for _, rel := range []string{".git/hooks", ".devcontainer"} {
 			p := filepath.Join(ws, rel)
 			add("replace a read-only directory", p, MustFail, func(context.Context) error { return renameAway(p) })
+		}
+		// Every other git directory the workspace had when the container
+		// was created (submodules, worktrees, nested repositories): a hook
+		// or a config key planted there would run on the host (issue 14).
+		if r, err := gitaudit.Scan(ws); err == nil {
+			for _, rel := range r.ReadOnly {
+				if rel == ".git/hooks" || rel == ".git/config" {
+					continue
+				}
+				p := filepath.Join(ws, rel)
+				if filepath.Base(rel) == "hooks" {
+					p = filepath.Join(p, "post-checkout")
+				}
+				add("plant a git hook or config the host runs", p, MustFail, func(context.Context) error { return writeFile(p) })
+			}
 		}
 	}
 	for _, p := range t.FenceFiles {
