@@ -155,8 +155,18 @@ func TestGitPersistence(t *testing.T) {
 		t.Fatalf("host git ran something planted in the container (marker %s exists)", marker)
 	}
 
-	// After review the start goes through.
+	// After review the start goes through. When the submodule's git
+	// directory was moved aside, the old container cannot start at all (a
+	// read-only mount's source is gone: it fails closed) and is recreated,
+	// with the mounts the start's devbox init wrote.
 	run(t, repo, nil, e.devbox, "audit", "--accept")
+	if strings.Contains(moved, "MOVED") {
+		out, err := runErr(repo, []string{"DOCKER_HOST=" + e.d.Host, path}, e.dcli, "up", "--workspace-folder", repo, "--docker-path", e.d.Path)
+		if err == nil || !strings.Contains(err.Error(), "bind source path does not exist") {
+			t.Errorf("the container whose mount source was moved away started (%v):\n%s", err, tail(out))
+		}
+		e.d.Run(t, "rm", "-f", id)
+	}
 	devcontainerUp(t, e, repo)
 	cfg, _ = os.ReadFile(filepath.Join(repo, ".devcontainer/devcontainer.json"))
 	if !strings.Contains(string(cfg), "${localWorkspaceFolder}/newrepo/.git/config,") {
