@@ -51,6 +51,7 @@ func newApp() *cli.App {
 			// the way `devbox --help` should show it.
 			initCommand,
 			auditCommand,
+			pullCommand,
 			policyCommand,
 			lockCommand,
 			buildCommand,

@@ -79,6 +79,7 @@ The exit status is 1 when something that should be enforced is not.`,
 				}
 				return gateCounters(h), nil
 			},
+			IsolatedWorkspace: os.Getenv(layout.IsolatedWorkspaceEnv),
 			GitPaths: func(ws string) ([]string, error) {
 				r, err := gitaudit.Scan(ws)
 				if err != nil {

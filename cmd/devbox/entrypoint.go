@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/devbox-dev/devbox/internal/entrypoint"
 	"github.com/devbox-dev/devbox/internal/fence"
 	"github.com/devbox-dev/devbox/internal/gateway"
+	"github.com/devbox-dev/devbox/internal/isolated"
 	"github.com/devbox-dev/devbox/internal/layout"
 )
 
@@ -113,6 +115,7 @@ func runEntrypoint(c *cli.Context) error {
 			// Already printed loudly by Run; the exit status is what remains.
 			return cli.Exit("", 1)
 		}
+		handOverWorkspace(userName, stderr)
 		return nil
 	case ok:
 		// The label's entrypoint already fenced this start (the Dev
@@ -133,7 +136,26 @@ func runEntrypoint(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("entrypoint: %w", err)
 	}
+	handOverWorkspace(userName, stderr)
 	return entrypoint.DropAndExec(acct, argv, os.Environ())
+}
+
+// handOverWorkspace gives isolated mode's new, empty workspace volume to
+// the agent's user, who clones the checkout into it (onCreateCommand). A
+// failure is reported, not fatal: the fence is up, and the clone then
+// says what is wrong.
+func handOverWorkspace(userName string, stderr io.Writer) {
+	ws := os.Getenv(layout.IsolatedWorkspaceEnv)
+	if ws == "" || userName == "" {
+		return
+	}
+	acct, err := entrypoint.LookupAccount("/", userName)
+	if err == nil {
+		err = isolated.PrepareVolume(ws, acct.UID, acct.GID)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "devbox: entrypoint: isolated workspace %s: %v\n", ws, err)
+	}
 }
 
 // fenceArgs is this command's flags without CMD: the child that installs

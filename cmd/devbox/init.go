@@ -35,6 +35,11 @@ By default the image is built from the repository: init writes
 			Usage: "use the prebuilt image `REF@sha256:DIGEST` instead of building from the repository",
 		},
 		&cli.BoolFlag{
+			Name: "isolated",
+			Usage: "keep the repository in a per-container volume cloned from a read-only bind of this checkout, " +
+				"so the container never writes the checkout; bring commits back with `devbox pull` (docs/git.md)",
+		},
+		&cli.BoolFlag{
 			Name:  "force",
 			Usage: "overwrite existing files with fresh ones instead of keeping or patching them",
 		},
@@ -59,10 +64,11 @@ By default the image is built from the repository: init writes
 			return errors.New("init: at most one DIR argument")
 		}
 		opts := devcontainer.InitOptions{
-			Root:   ".",
-			Image:  c.String("image"),
-			Force:  c.Bool("force"),
-			Binary: c.String("binary"),
+			Root:     ".",
+			Image:    c.String("image"),
+			Force:    c.Bool("force"),
+			Binary:   c.String("binary"),
+			Isolated: c.Bool("isolated"),
 		}
 		if c.NArg() == 1 {
 			opts.Root = c.Args().First()

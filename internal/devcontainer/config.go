@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/devbox-dev/devbox/internal/image"
+	"github.com/devbox-dev/devbox/internal/isolated"
 	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
@@ -58,12 +59,30 @@ func startCommand(l hostLayout) string {
 	if l.image != "" {
 		initArgs = "init --image " + l.image
 	}
+	if l.isolated {
+		initArgs += " --isolated"
+	}
 	head := startCommandPrefix + "audit && devbox " + initArgs + "; "
 	if l.image != "" {
 		return head + "else echo 'devbox: install devbox on this host: `devbox audit` must check the git hooks and config the container could have planted before every start' >&2; exit 1; fi"
 	}
 	return head + "elif test -f " + BinaryFile + "; then " + BinaryFile + " audit || { echo 'devbox: the git audit failed (above), or this host cannot run " + BinaryFile + ": install devbox' >&2; exit 1; }; " +
 		"else echo 'devbox: " + BinaryFile + " is missing: install devbox and run `devbox init` in this repository' >&2; exit 1; fi"
+}
+
+// ownIsolated says a value is init's own isolated-mode value: this one, or
+// (for the clone command) any earlier version of it.
+func ownIsolated(want string) func(any) bool {
+	return func(v any) bool {
+		s, ok := v.(string)
+		if !ok {
+			return false
+		}
+		if want == isolated.CloneCommand {
+			return strings.HasPrefix(s, `ws="${containerWorkspaceFolder}"`)
+		}
+		return s == want
+	}
 }
 
 // startCommandPrefix starts every initializeCommand devbox init has
@@ -80,6 +99,8 @@ func ownStartCommand(v any) bool {
 type hostLayout struct {
 	// image is the prebuilt image reference; "" builds from the Dockerfile.
 	image string
+	// isolated: the workspace is a clone in a volume (InitOptions.Isolated).
+	isolated bool
 	// readOnly are the git paths to mount read-only, relative to the
 	// workspace: every git directory's hooks/, config and config.worktree
 	// that exist (a bind mount of a missing path fails the start).
@@ -97,9 +118,16 @@ func roMount(rel string) string {
 // plus Claude's volume. They are init's block of "mounts", rewritten by
 // every init.
 func mounts(p *policy.Policy, l hostLayout) []string {
-	out := []string{roMount(Dir)}
-	for _, rel := range l.readOnly {
-		out = append(out, roMount(rel))
+	var out []string
+	if l.isolated {
+		// The container never sees the checkout writable: only this
+		// read-only bind, to clone from.
+		out = append(out, isolated.OriginMount)
+	} else {
+		out = append(out, roMount(Dir))
+		for _, rel := range l.readOnly {
+			out = append(out, roMount(rel))
+		}
 	}
 	if l.image != "" {
 		// A prebuilt image carries the team's policy; the repository's own
@@ -181,6 +209,23 @@ func configRules(p *policy.Policy, l hostLayout) []rule {
 		// profile forbids; runArgs is not a metadata property, so the
 		// profile goes here, as one element (a union keeps it whole).
 		rs = append(rs, rule{path: []string{"runArgs"}, kind: union, value: []string{SeccompRunArg}})
+	}
+	// Isolated mode: the workspace is a volume cloned from a read-only
+	// bind of the checkout (internal/isolated); back in the default mode
+	// init's own values go away, a user's stay.
+	isoRules := []rule{
+		{path: []string{"workspaceMount"}, value: isolated.WorkspaceMount},
+		{path: []string{"workspaceFolder"}, value: isolated.WorkspaceFolder},
+		{path: []string{"onCreateCommand"}, value: isolated.CloneCommand},
+		{path: []string{"containerEnv", layout.IsolatedWorkspaceEnv}, value: isolated.WorkspaceFolder},
+	}
+	for _, r := range isoRules {
+		if l.isolated {
+			r.kind, r.owned = setIfOwned, ownIsolated(r.value.(string))
+		} else {
+			r.kind = removeIfEqual
+		}
+		rs = append(rs, r)
 	}
 	return append(rs,
 		rule{path: []string{"mounts"}, kind: block, value: mounts(p, l), legacy: legacyMounts(p)},

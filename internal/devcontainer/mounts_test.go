@@ -88,3 +88,58 @@ func TestMountsBlock(t *testing.T) {
 		t.Errorf("after removing vendor/x:\n%s", got)
 	}
 }
+
+// TestInitIsolated: --isolated moves the workspace to a volume cloned from
+// a read-only bind of the checkout (no git path mounted one by one), the
+// start command passes --isolated on, and going back to the default mode
+// removes init's isolated keys and restores the read-only git mounts.
+func TestInitIsolated(t *testing.T) {
+	root := t.TempDir()
+	opts := buildOpts(t, root)
+	for _, d := range []string{".git/hooks", ".git/objects", ".git/refs"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	write(t, root, ".git/HEAD", "ref: refs/heads/main\n")
+	write(t, root, ".git/config", "[core]\n")
+	opts.Isolated = true
+	rs, err := Init(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(read(t, root, ConfigFile))
+	for _, s := range []string{
+		`"workspaceMount": "source=devbox-workspace-${devcontainerId},target=/workspaces/${localWorkspaceFolderBasename},type=volume"`,
+		`"workspaceFolder": "/workspaces/${localWorkspaceFolderBasename}"`,
+		`"DEVBOX_ISOLATED_WORKSPACE": "/workspaces/${localWorkspaceFolderBasename}"`,
+		`"source=${localWorkspaceFolder},target=/mnt/devbox-origin,type=bind,readonly"`,
+		`--no-local --template= /mnt/devbox-origin`,
+		`devbox audit && devbox init --lock --isolated;`,
+	} {
+		if !strings.Contains(got, s) {
+			t.Errorf("isolated devcontainer.json lacks %s:\n%s", s, got)
+		}
+	}
+	if strings.Contains(got, ".git/hooks") {
+		t.Errorf("isolated mode mounts git paths one by one:\n%s", got)
+	}
+	if st := statuses(rs); !strings.Contains(rs[1].Note, `add \"git\" to image.packages`) && !strings.Contains(rs[1].Note, `"git"`) {
+		t.Errorf("no note about git in the image: %v %q", st, rs[1].Note)
+	}
+	if again, err := Init(opts); err != nil || statuses(again)[ConfigFile] != Unchanged {
+		t.Errorf("second isolated run: %v %v", statuses(again), err)
+	}
+
+	opts.Isolated = false
+	if _, err := Init(opts); err != nil {
+		t.Fatal(err)
+	}
+	got = string(read(t, root, ConfigFile))
+	for _, s := range []string{"workspaceMount", "workspaceFolder", "onCreateCommand", "DEVBOX_ISOLATED_WORKSPACE", "/mnt/devbox-origin", "--isolated"} {
+		if strings.Contains(got, s) {
+			t.Errorf("back in the default mode, %s is still there:\n%s", s, got)
+		}
+	}
+	if !strings.Contains(got, roMount(".git/hooks")) {
+		t.Errorf("back in the default mode, .git/hooks is not read-only:\n%s", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/devbox-dev/devbox/internal/layout"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -328,6 +329,10 @@ func (c *checker) mounts() {
 	for _, m := range mounts {
 		ro[m.Mountpoint] = slices.Contains(strings.Split(m.Options, ","), "ro")
 	}
+	if c.o.IsolatedWorkspace != "" {
+		c.isolatedMode(ro)
+		return
+	}
 	for _, rel := range []string{".git/hooks", ".git/config", ".devcontainer"} {
 		p := filepath.Join(c.o.Workspace, rel)
 		if _, err := c.sys.Stat(p); err != nil {
@@ -343,6 +348,23 @@ func (c *checker) mounts() {
 		}
 	}
 	c.gitDirs(ro)
+}
+
+// isolatedMode: the workspace is a clone in a volume; the host's checkout
+// is only mounted read-only, to clone from.
+func (c *checker) isolatedMode(ro map[string]bool) {
+	c.add("git directories", Info, "", "workspace mode: isolated: %s is a clone in a per-container volume; the host checkout is never written "+
+		"(work returns with `devbox pull` on the host: objects and refs only)", c.o.IsolatedWorkspace)
+	isRO, mounted := ro[layout.OriginDir]
+	switch {
+	case mounted && isRO:
+		c.add("read-only mounts", OK, "", "the host checkout is mounted read-only at %s", layout.OriginDir)
+	case mounted:
+		c.add("read-only mounts", Fail, "rerun `devbox init --isolated` on the host and rebuild the container",
+			"the host checkout is mounted writable at %s", layout.OriginDir)
+	default:
+		c.add("read-only mounts", Info, "", "the host checkout is not mounted (%s)", layout.OriginDir)
+	}
 }
 
 // gitDirs reports how the hooks and config of the workspace's other git

@@ -98,6 +98,9 @@ type Options struct {
 	// directory in a workspace, relative to it (gitaudit's ReadOnly); nil
 	// skips the check.
 	GitPaths func(workspace string) ([]string, error)
+	// IsolatedWorkspace is the workspace volume in isolated mode
+	// (layout.IsolatedWorkspaceEnv); "" is the default, bind mode.
+	IsolatedWorkspace string
 }
 
 // Route is one credential gateway route as doctor reports it.

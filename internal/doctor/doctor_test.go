@@ -282,3 +282,35 @@ func TestGitDirs(t *testing.T) {
 		t.Errorf("git directories findings: %q", lines)
 	}
 }
+
+// TestIsolatedMode: doctor names the mode and checks the checkout's bind
+// is read-only.
+func TestIsolatedMode(t *testing.T) {
+	for _, tc := range []struct {
+		opt  string
+		want Level
+	}{{"ro", OK}, {"rw", Fail}} {
+		root, files := world(t)
+		files["/proc/self/mountinfo"] = "100 90 0:50 / / rw,relatime - overlay overlay rw\n" +
+			"101 100 8:1 /src /mnt/devbox-origin " + tc.opt + ",relatime - ext4 /dev/sda1 rw\n"
+		for p, content := range files {
+			full := filepath.Join(root, p)
+			os.MkdirAll(filepath.Dir(full), 0o755)
+			os.WriteFile(full, []byte(content), 0o644)
+		}
+		sys := &fakeSys{OS: OS{Prefix: root}, euid: 1000, paths: map[string]string{}, runs: map[string]fakeRun{}}
+		rep := Run(context.Background(), sys, Options{StatusPath: "/run/devbox/status", PolicyPath: "/etc/devbox/policy.json", Workspace: ws, DNSUID: 998, IsolatedWorkspace: ws})
+		var mode bool
+		for _, f := range rep.Findings {
+			if f.Check == "git directories" && strings.Contains(f.Detail, "workspace mode: isolated") {
+				mode = true
+			}
+			if f.Check == "read-only mounts" && f.Level != tc.want {
+				t.Errorf("%s: read-only mounts %s: %s", tc.opt, f.Level, f.Detail)
+			}
+		}
+		if !mode {
+			t.Errorf("%s: no isolated mode line: %+v", tc.opt, rep.Findings)
+		}
+	}
+}

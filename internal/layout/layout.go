@@ -36,6 +36,14 @@ const (
 	// GitConfigPath is git's system-wide config, where the credential
 	// gateway's url.insteadOf rules go.
 	GitConfigPath = "/etc/gitconfig"
+	// OriginDir is where isolated mode (`devbox init --isolated`) mounts
+	// the host's checkout, read-only, to clone the workspace volume from.
+	OriginDir = "/mnt/devbox-origin"
+	// IsolatedWorkspaceEnv names, in isolated mode, the workspace folder
+	// that is a per-container volume: the entrypoint hands the new,
+	// empty volume to the agent's user, and `devbox pull` finds the
+	// repository there.
+	IsolatedWorkspaceEnv = "DEVBOX_ISOLATED_WORKSPACE"
 )
 
 // GatewayAddr is where the credential gateway listens: loopback only, a

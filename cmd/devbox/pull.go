@@ -1,0 +1,57 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/devbox-dev/devbox/internal/devcontainer"
+	"github.com/devbox-dev/devbox/internal/isolated"
+	"github.com/devbox-dev/devbox/internal/policy"
+)
+
+var pullCommand = &cli.Command{
+	Name:      "pull",
+	Usage:     "on the host, isolated mode: fetch the dev container's branches into this repository as refs/remotes/devbox/*",
+	ArgsUsage: "[DIR]",
+	Description: `With ` + "`devbox init --isolated`" + ` the repository lives in a per-container volume and
+the container never writes the checkout. devbox pull brings the work back:
+the container bundles its branches (git bundle, run as the policy's user,
+never root), and git on this host fetches the bundle with hooks, fsmonitor
+and every transport but the bundle off, checking each object as it
+arrives. Only objects and refs move; local branches are left alone: review
+and merge refs/remotes/devbox/BRANCH yourself.`,
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "docker-path", Value: "docker", EnvVars: []string{"DEVBOX_DOCKER_PATH"}, Usage: "the docker (or podman) `BINARY`"},
+		&cli.StringFlag{Name: "container", Usage: "the dev container's `ID` (default: the running one the Dev Containers CLI started for DIR)"},
+		&cli.StringFlag{Name: "remote", Value: "devbox", Usage: "branches land in refs/remotes/`NAME`/"},
+	},
+	Action: func(c *cli.Context) error {
+		if c.NArg() > 1 {
+			return errors.New("pull: at most one DIR argument")
+		}
+		root := "."
+		if c.NArg() == 1 {
+			root = c.Args().First()
+		}
+		p, err := policy.Load(filepath.Join(root, devcontainer.PolicyFile))
+		if err != nil {
+			return fmt.Errorf("pull: the agent's user comes from the policy: %w", err)
+		}
+		refs, err := isolated.Pull(c.Context, isolated.PullOptions{
+			Root:      root,
+			Docker:    c.String("docker-path"),
+			Container: c.String("container"),
+			User:      p.Image.User.Name,
+			Remote:    c.String("remote"),
+			Run:       isolated.ExecRunner{},
+		})
+		if err != nil {
+			return fmt.Errorf("pull: %w", err)
+		}
+		fmt.Fprint(c.App.Writer, refs)
+		return nil
+	},
+}

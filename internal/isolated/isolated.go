@@ -1,0 +1,195 @@
+// Package isolated is devbox's isolated workspace mode: the repository lives
+// in a per-container volume, cloned (objects and refs only) from a read-only
+// bind of the host's checkout, so nothing the container writes ever lands
+// in the checkout; commits come back to the host with Pull, which moves
+// objects and refs only and runs git on the host with hooks and fsmonitor
+// off.
+package isolated
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/devbox-dev/devbox/internal/layout"
+)
+
+// VolumeName is the per-container volume holding the workspace:
+// ${devcontainerId} is stable across rebuilds of one dev container.
+const VolumeName = "devbox-workspace-${devcontainerId}"
+
+// WorkspaceFolder is the workspace inside the container.
+const WorkspaceFolder = "/workspaces/${localWorkspaceFolderBasename}"
+
+// WorkspaceMount is devcontainer.json's workspaceMount in isolated mode.
+const WorkspaceMount = "source=" + VolumeName + ",target=" + WorkspaceFolder + ",type=volume"
+
+// OriginMount binds the host's checkout read-only where the clone reads it.
+const OriginMount = "source=${localWorkspaceFolder},target=" + layout.OriginDir + ",type=bind,readonly"
+
+// CloneCommand is the onCreateCommand: it runs once, as the agent's user,
+// when the container is created. It waits for the entrypoint to hand the
+// empty volume over, then clones the checkout: --no-local makes git copy
+// objects through its transport (no hard links into the host's object
+// store), --template= installs no hooks, and clone never copies the
+// origin's config. Uncommitted changes in the checkout stay on the host.
+const CloneCommand = `ws="${containerWorkspaceFolder}"; i=0; ` +
+	`until test -w "$ws"; do i=$((i+1)); if test $i -gt 120; then echo "devbox: $ws was not handed to $(id -un) (is the devbox entrypoint running?)" >&2; exit 1; fi; sleep 0.5; done; ` +
+	`if test -e "$ws/.git"; then exit 0; fi; ` +
+	`command -v git >/dev/null || { echo 'devbox: isolated mode needs git in the image: add "git" to image.packages in the policy' >&2; exit 1; }; ` +
+	`git -c safe.directory='*' clone --quiet --no-local --template= ` + layout.OriginDir + ` "$ws"`
+
+// PrepareVolume hands a new, empty workspace volume to the agent's user:
+// Docker creates a named volume's root as root:root 0755 when the image
+// has nothing at the mount point. It does nothing to a directory that is
+// not empty, not root's, or not a real directory, so the root entrypoint
+// never changes anything the agent could have pointed it at.
+func PrepareVolume(dir string, uid, gid int) error {
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || !strings.HasPrefix(dir, "/workspaces/") {
+		return fmt.Errorf("%s=%q: want a clean absolute path under /workspaces/", layout.IsolatedWorkspaceEnv, dir)
+	}
+	return prepareVolume(dir, uid, gid)
+}
+
+func prepareVolume(dir string, uid, gid int) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || st.Uid != 0 {
+		return nil
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	names, err := f.Readdirnames(1)
+	f.Close()
+	if len(names) > 0 {
+		return nil
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return os.Lchown(dir, uid, gid)
+}
+
+// Runner runs a command and returns its standard output; the docker and
+// git calls of Pull go through it.
+type Runner interface {
+	Output(ctx context.Context, env []string, name string, args ...string) ([]byte, error)
+}
+
+// ExecRunner is Runner with os/exec; stderr is passed through to Stderr.
+type ExecRunner struct{ Stderr io.Writer }
+
+func (r ExecRunner) Output(ctx context.Context, env []string, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// PullOptions say where to pull from and to.
+type PullOptions struct {
+	// Root is the host's checkout.
+	Root string
+	// Docker is the docker (or podman) binary.
+	Docker string
+	// Container is the dev container's id; "" finds it by the Dev
+	// Containers CLI's devcontainer.local_folder label.
+	Container string
+	// User is the agent's user in the container: git there runs as it,
+	// never as root, since the repository's config is the agent's.
+	User string
+	// Remote is the host-side namespace the branches land in:
+	// refs/remotes/<Remote>/<branch>.
+	Remote string
+	Run    Runner
+}
+
+// HostGitArgs are the options every git command devbox runs on the host
+// passes: no hooks, no fsmonitor, and objects checked as they arrive, so
+// what the container sends is data, never code.
+var HostGitArgs = []string{
+	"-c", "core.hooksPath=/dev/null",
+	"-c", "core.fsmonitor=false",
+	"-c", "transfer.fsckObjects=true",
+	"-c", "fetch.fsckObjects=true",
+	"-c", "protocol.allow=never",
+	"-c", "protocol.file.allow=always",
+}
+
+// Pull brings the container's branches into the host's repository as
+// refs/remotes/<Remote>/*: the container writes a bundle of its branches
+// to stdout (as the agent's user), devbox stores it in a private
+// temporary file, and git on the host fetches from it with HostGitArgs.
+// Local branches are never moved; merge what you reviewed.
+func Pull(ctx context.Context, o PullOptions) (string, error) {
+	if o.Remote == "" {
+		o.Remote = "devbox"
+	}
+	root, err := filepath.Abs(o.Root)
+	if err != nil {
+		return "", err
+	}
+	if o.Container == "" {
+		out, err := o.Run.Output(ctx, nil, o.Docker, "ps", "-q", "--filter", "label=devcontainer.local_folder="+root)
+		if err != nil {
+			return "", err
+		}
+		ids := strings.Fields(string(out))
+		if len(ids) != 1 {
+			return "", fmt.Errorf("want one running dev container for %s, found %d (start it with devcontainer up, or pass --container)", root, len(ids))
+		}
+		o.Container = ids[0]
+	}
+	out, err := o.Run.Output(ctx, nil, o.Docker, "inspect", "-f", "{{range .Config.Env}}{{println .}}{{end}}", o.Container)
+	if err != nil {
+		return "", err
+	}
+	var ws string
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, layout.IsolatedWorkspaceEnv+"="); ok {
+			ws = v
+		}
+	}
+	if ws == "" {
+		return "", fmt.Errorf("container %s is not in isolated mode (no %s): its workspace is the checkout itself", o.Container, layout.IsolatedWorkspaceEnv)
+	}
+	bundle, err := o.Run.Output(ctx, nil, o.Docker, "exec", "-u", o.User, o.Container, "git", "-C", ws, "bundle", "create", "-", "--branches")
+	if err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp("", "devbox-pull-*.bundle")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(bundle)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", err
+	}
+	args := append(append([]string{"-C", root}, HostGitArgs...), "fetch", "--no-tags", "--no-write-fetch-head", f.Name(),
+		"+refs/heads/*:refs/remotes/"+o.Remote+"/*")
+	if _, err := o.Run.Output(ctx, nil, "git", args...); err != nil {
+		return "", err
+	}
+	refs, err := o.Run.Output(ctx, nil, "git", append(append([]string{"-C", root}, HostGitArgs...), "for-each-ref", "--format=%(refname:short) %(objectname:short) %(subject)", "refs/remotes/"+o.Remote+"/")...)
+	return string(refs), err
+}
