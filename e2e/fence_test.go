@@ -114,6 +114,10 @@ func sampleRepo(t testing.TB, e env, w *world, image string) string {
 	}
 	run(t, dir, nil, e.devbox, args...)
 	patchConfig(t, filepath.Join(dir, ".devcontainer/devcontainer.json"), w, image == "")
+	// patchConfig writes plain JSON; init puts back the comments around
+	// its block of mounts, so the `devbox init` of the initializeCommand
+	// (run by root here) finds nothing to rewrite at start.
+	run(t, dir, nil, e.devbox, args...)
 	// The container's user (uid 1000; the CLI does not remap it when the
 	// host user is root) owns the repository, as the developer does on a
 	// laptop: only the read-only mounts stop it from writing hooks.

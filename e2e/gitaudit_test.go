@@ -59,6 +59,7 @@ func TestGitPersistence(t *testing.T) {
 		}
 	}
 	patchConfig(t, filepath.Join(repo, ".devcontainer/devcontainer.json"), w, true)
+	run(t, repo, nil, e.devbox, "init") // as in sampleRepo
 	run(t, repo, nil, "chown", "-R", "1000:1000", ".")
 
 	id := devcontainerUp(t, e, repo)

@@ -40,6 +40,7 @@ func sandboxRepo(t *testing.T, e env, w *world) string {
 	if !strings.Contains(string(raw), devcontainer.SeccompRunArg) {
 		t.Fatalf("patchConfig dropped init's %s from runArgs:\n%s", devcontainer.SeccompRunArg, raw)
 	}
+	run(t, dir, nil, e.devbox, "init") // as in sampleRepo: nothing left for the start's init to rewrite
 	run(t, dir, nil, "chown", "-R", "1000:1000", ".")
 	return dir
 }
