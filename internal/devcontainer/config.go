@@ -120,9 +120,9 @@ func roMount(rel string) string {
 func mounts(p *policy.Policy, l hostLayout) []string {
 	var out []string
 	if l.isolated {
-		// The container never sees the checkout writable: only this
-		// read-only bind, to clone from.
-		out = append(out, isolated.OriginMount)
+		// The workspace is the volume; the checkout is seen only through
+		// workspaceMount, read-only, to clone from.
+		out = append(out, isolated.VolumeMount)
 	} else {
 		out = append(out, roMount(Dir))
 		for _, rel := range l.readOnly {
@@ -214,7 +214,7 @@ func configRules(p *policy.Policy, l hostLayout) []rule {
 	// bind of the checkout (internal/isolated); back in the default mode
 	// init's own values go away, a user's stay.
 	isoRules := []rule{
-		{path: []string{"workspaceMount"}, value: isolated.WorkspaceMount},
+		{path: []string{"workspaceMount"}, value: isolated.OriginMount},
 		{path: []string{"workspaceFolder"}, value: isolated.WorkspaceFolder},
 		{path: []string{"onCreateCommand"}, value: isolated.CloneCommand},
 		{path: []string{"containerEnv", layout.IsolatedWorkspaceEnv}, value: isolated.WorkspaceFolder},

@@ -108,10 +108,10 @@ func TestInitIsolated(t *testing.T) {
 	}
 	got := string(read(t, root, ConfigFile))
 	for _, s := range []string{
-		`"workspaceMount": "source=devbox-workspace-${devcontainerId},target=/workspaces/${localWorkspaceFolderBasename},type=volume"`,
+		`"workspaceMount": "source=${localWorkspaceFolder},target=/mnt/devbox-origin,type=bind,readonly"`,
+		`"source=devbox-workspace-${devcontainerId},target=/workspaces/${localWorkspaceFolderBasename},type=volume"`,
 		`"workspaceFolder": "/workspaces/${localWorkspaceFolderBasename}"`,
 		`"DEVBOX_ISOLATED_WORKSPACE": "/workspaces/${localWorkspaceFolderBasename}"`,
-		`"source=${localWorkspaceFolder},target=/mnt/devbox-origin,type=bind,readonly"`,
 		`--no-local --template= /mnt/devbox-origin`,
 		`devbox audit && devbox init --lock --isolated;`,
 	} {

@@ -27,10 +27,14 @@ const VolumeName = "devbox-workspace-${devcontainerId}"
 // WorkspaceFolder is the workspace inside the container.
 const WorkspaceFolder = "/workspaces/${localWorkspaceFolderBasename}"
 
-// WorkspaceMount is devcontainer.json's workspaceMount in isolated mode.
-const WorkspaceMount = "source=" + VolumeName + ",target=" + WorkspaceFolder + ",type=volume"
+// VolumeMount puts the workspace volume at the workspace folder. It is one
+// of "mounts": the Dev Containers CLI does not substitute
+// ${devcontainerId} in workspaceMount (Docker then refuses the name).
+const VolumeMount = "source=" + VolumeName + ",target=" + WorkspaceFolder + ",type=volume"
 
 // OriginMount binds the host's checkout read-only where the clone reads it.
+// It is devcontainer.json's workspaceMount in isolated mode: the one mount
+// of the checkout the container gets.
 const OriginMount = "source=${localWorkspaceFolder},target=" + layout.OriginDir + ",type=bind,readonly"
 
 // CloneCommand is the onCreateCommand: it runs once, as the agent's user,
