@@ -103,7 +103,7 @@ func TestGitIsolated(t *testing.T) {
 	// Work, and the plants: in the volume they are the agent's own business.
 	script := "set -e; cd " + ws + " && echo inside > work.txt && git add work.txt && " +
 		"git -c user.name=agent -c user.email=agent@x.test commit -qm inside && git rev-parse HEAD && " +
-		"printf '" + plant + "' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout && " +
+		"mkdir -p .git/hooks && printf '" + plant + "' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout && " +
 		"git config core.fsmonitor 'touch " + marker + "' && " +
 		"mkdir -p vendor/x && git -C vendor/x init -q && git -C vendor/x config core.fsmonitor 'touch " + marker + "'"
 	out, err = sh(script)
