@@ -124,7 +124,10 @@ func TestGitIsolated(t *testing.T) {
 	}
 
 	// devbox pull: objects and refs only.
-	pulled := run(t, repo, []string{"DOCKER_HOST=" + e.d.Host, "DEVBOX_DOCKER_PATH=" + e.d.Path}, e.devbox, "pull")
+	// (The checkout belongs to uid 1000 and the test runs as root: git's
+	// ownership check wants safe.directory, given as command-line config.)
+	pulled := run(t, repo, []string{"DOCKER_HOST=" + e.d.Host, "DEVBOX_DOCKER_PATH=" + e.d.Path,
+		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*"}, e.devbox, "pull")
 	t.Logf("devbox pull:\n%s", pulled)
 	if got := strings.TrimSpace(git("rev-parse", "refs/remotes/devbox/main")); got != inside {
 		t.Errorf("refs/remotes/devbox/main = %s, want the commit made inside %s", got, inside)
