@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/template"
 
@@ -173,9 +172,6 @@ func PlanInit(opts InitOptions) ([]FileResult, error) {
 	cfgRes, err := planConfig(opts, pol, l)
 	if err != nil {
 		return nil, err
-	}
-	if opts.Isolated && opts.Image == "" && !slices.Contains(pol.Image.Packages, "git") {
-		cfgRes.Note = "isolated mode clones the repository with git inside the container: add \"git\" to image.packages in the policy unless the base image has it"
 	}
 	if len(unmountable) > 0 {
 		cfgRes.Note = "not mounted read-only, the mount syntax cannot name them (devbox audit checks them at every start): " + strings.Join(unmountable, " ")

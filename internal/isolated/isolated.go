@@ -46,7 +46,7 @@ const OriginMount = "source=${localWorkspaceFolder},target=" + layout.OriginDir 
 const CloneCommand = `ws="${containerWorkspaceFolder}"; i=0; ` +
 	`until test -w "$ws"; do i=$((i+1)); if test $i -gt 120; then echo "devbox: $ws was not handed to $(id -un) (is the devbox entrypoint running?)" >&2; exit 1; fi; sleep 0.5; done; ` +
 	`if test -e "$ws/.git"; then exit 0; fi; ` +
-	`command -v git >/dev/null || { echo 'devbox: isolated mode needs git in the image: add "git" to image.packages in the policy' >&2; exit 1; }; ` +
+	`command -v git >/dev/null || { echo 'devbox: isolated mode needs git in the image (devbox images have it; add it to a base of your own)' >&2; exit 1; }; ` +
 	`git -c safe.directory='*' clone --quiet --no-local --template= ` + layout.OriginDir + ` "$ws"`
 
 // PrepareVolume hands a new, empty workspace volume to the agent's user:
