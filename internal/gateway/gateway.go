@@ -259,6 +259,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		deny(w, code, msg)
 		return
 	}
+	// The upstream's response streams back (FlushInterval -1) while the
+	// transport may still be copying the request body up. Without full
+	// duplex, net/http closes an HTTP/1 request body as soon as the first
+	// response bytes are flushed; the transport's body write then fails and
+	// it closes the upstream connection in the middle of the stream
+	// ("use of closed network connection"), cutting SSE replies short.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
 }
 

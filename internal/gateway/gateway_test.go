@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/devbox-dev/devbox/internal/devboxtest"
 	"github.com/devbox-dev/devbox/internal/policy"
@@ -383,4 +384,68 @@ func TestGitRoute(t *testing.T) {
 			t.Errorf("upstream authorization %q", r.Authorization)
 		}
 	}
+}
+
+// TestStreamWhileRequestBodyStillSending: the upstream starts its SSE reply
+// before the client has finished sending the request body. Without full
+// duplex, net/http closes the request body at the first flushed response
+// byte, the transport's body copy fails and the upstream connection is
+// closed mid-stream (the truncated streams the gateway benchmark counted).
+func TestStreamWhileRequestBodyStillSending(t *testing.T) {
+	u := newUpstreams(t)
+	u.serve(t, "api.anthropic.test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+			t.Errorf("upstream full duplex: %v", err)
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: message_start\n\n")
+		w.(http.Flusher).Flush()
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			fmt.Fprintf(w, "event: error\ndata: %v\n\n", err)
+			return
+		}
+		fmt.Fprintf(w, "event: body\ndata: %s\n\nevent: message_stop\n\n", body)
+	}))
+	g := New(testCreds(), &memSecrets{m: map[string]string{"anthropic": apiKey}}, WithTransport(u.transport()))
+	s := httptest.NewServer(g)
+	t.Cleanup(func() { s.CloseClientConnections(); s.Close() })
+
+	// Without full duplex the exchange stalls: fail in seconds, not at the
+	// test binary's timeout.
+	done := make(chan error, 1)
+	go func() { done <- streamWithLateBody(s.URL) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream stalled while the request body was still being sent")
+	}
+}
+
+func streamWithLateBody(url string) error {
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest("POST", url+"/v1/messages", pr)
+	go pw.Write([]byte(`{"first":"half",`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || line != "event: message_start\n" {
+		return fmt.Errorf("first line %q, %v", line, err)
+	}
+	// Only now does the rest of the request body leave the client.
+	go func() {
+		pw.Write([]byte(`"second":"half"}`))
+		pw.Close()
+	}()
+	rest, err := io.ReadAll(br)
+	if err != nil || !strings.Contains(string(rest), `{"first":"half","second":"half"}`) || !strings.Contains(string(rest), "message_stop") {
+		return fmt.Errorf("stream after the first event: %q, %v; want the whole body echoed and message_stop", rest, err)
+	}
+	return nil
 }
