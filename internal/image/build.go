@@ -2,8 +2,10 @@ package image
 
 import (
 	"context"
+	"crypto/sha256"
 	cryptotls "crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -414,6 +416,13 @@ func exportEntries(o BuildOptions) ([]client.ExportEntry, *dockerLoad) {
 func solveOptions(o BuildOptions, exports []client.ExportEntry, locals map[string]fsutil.FS) client.SolveOpt {
 	dockerCfg := config.LoadDefaultConfigFile(io.Discard)
 	return client.SolveOpt{
+		// The binaries' local sources have fixed names and shared-key
+		// hints, so buildkitd reuses their synced snapshot between
+		// sessions. Keyed by the binaries' content, two clients building
+		// with different devbox binaries at once (the test suite's
+		// packages do) never share one: a shared snapshot once put one
+		// client's binary into the other's image.
+		SharedKey:    binariesKey(o.Binaries),
 		Exports:      exports,
 		LocalMounts:  locals,
 		CacheImports: o.CacheFrom,
@@ -717,6 +726,25 @@ func checkPlatforms(ctx context.Context, c *client.Client, specs []Spec) error {
 
 // binaryContext returns a directory holding bin as ContextBinary, so the
 // local source always has the same file name whatever bin is called.
+// binariesKey is a digest of the devbox binaries' platforms and contents
+// ("" when one cannot be read: binarySources reports that).
+func binariesKey(binaries map[string]string) string {
+	h := sha256.New()
+	for _, plat := range slices.Sorted(maps.Keys(binaries)) {
+		f, err := os.Open(binaries[plat])
+		if err != nil {
+			return ""
+		}
+		fmt.Fprintf(h, "%s\x00", plat)
+		_, err = io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return ""
+		}
+	}
+	return "devbox-binaries-" + hex.EncodeToString(h.Sum(nil))[:32]
+}
+
 func binaryContext(bin string) (string, func(), error) {
 	fi, err := os.Stat(bin)
 	if err != nil {
