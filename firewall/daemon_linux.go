@@ -20,6 +20,7 @@ import (
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 
+	"github.com/devbox-dev/devbox/internal/daemonpid"
 	"github.com/devbox-dev/devbox/internal/layout"
 )
 
@@ -116,14 +117,9 @@ func StartDNS(ctx context.Context, cfg Config, opts DaemonOptions) (int, error) 
 	pid := cmd.Process.Pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	start, err := procStartTime("/proc", pid)
-	if err != nil {
+	if err := daemonpid.Write(filepath.Join(cfg.StateDir, daemonPIDFile), pid); err != nil {
 		cmd.Process.Kill()
-		return 0, fmt.Errorf("firewall: DNS filter pid %d: %w", pid, err)
-	}
-	if err := os.WriteFile(filepath.Join(cfg.StateDir, daemonPIDFile), []byte(fmt.Sprintf("%d %d\n", pid, start)), 0o644); err != nil {
-		cmd.Process.Kill()
-		return 0, fmt.Errorf("firewall: %w", err)
+		return 0, fmt.Errorf("firewall: DNS filter: %w", err)
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(cfg.DNSPort)))
 	deadline := time.Now().Add(opts.Wait)
@@ -175,67 +171,14 @@ func handOver(path string, opts DaemonOptions) error {
 // pair (pid, start time in clock ticks since boot) names one process.
 func DaemonPID(cfg Config) (int, bool) {
 	cfg = cfg.WithDefaults()
-	return daemonPID(filepath.Join(cfg.StateDir, daemonPIDFile), "/proc")
-}
-
-func daemonPID(pidfile, proc string) (int, bool) {
-	raw, err := os.ReadFile(pidfile)
-	if err != nil {
-		return 0, false
-	}
-	var pid int
-	var start uint64
-	if n, _ := fmt.Sscanf(string(raw), "%d %d", &pid, &start); n != 2 || pid <= 0 {
-		return 0, false
-	}
-	got, err := procStartTime(proc, pid)
-	if err != nil || got != start {
-		return pid, false
-	}
-	return pid, true
-}
-
-// procStartTime returns field 22 of /proc/PID/stat, the process's start
-// time in clock ticks since boot, or an error when pid is gone or a zombie.
-func procStartTime(proc string, pid int) (uint64, error) {
-	raw, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) is in parentheses and may hold spaces or
-	// parentheses itself: the fields that follow start after the last ")".
-	i := strings.LastIndexByte(string(raw), ')')
-	if i < 0 {
-		return 0, fmt.Errorf("%s/%d/stat: no command name", proc, pid)
-	}
-	f := strings.Fields(string(raw[i+1:]))
-	// f[0] is field 3 (state), so field 22 is f[19]. A thread id also has
-	// a /proc/TID/stat, with the thread's own start time, so it never
-	// matches a recorded process start.
-	if len(f) < 20 {
-		return 0, fmt.Errorf("%s/%d/stat: %d fields", proc, pid, len(f)+2)
-	}
-	if f[0] == "Z" || f[0] == "X" {
-		return 0, fmt.Errorf("pid %d is a zombie", pid)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
+	return daemonpid.Read(filepath.Join(cfg.StateDir, daemonPIDFile), "/proc")
 }
 
 // StopDNS stops the daemon named by the pidfile, if it runs.
 func StopDNS(cfg Config) error {
-	pid, alive := DaemonPID(cfg)
-	if !alive {
-		return nil
-	}
-	unix.Kill(pid, unix.SIGTERM)
-	for i := 0; i < 40; i++ {
-		if unix.Kill(pid, 0) != nil {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("firewall: stop DNS filter pid %d: %w", pid, err)
+	cfg = cfg.WithDefaults()
+	if err := daemonpid.Stop(filepath.Join(cfg.StateDir, daemonPIDFile)); err != nil {
+		return fmt.Errorf("firewall: stop DNS filter: %w", err)
 	}
 	return nil
 }

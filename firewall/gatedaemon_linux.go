@@ -14,8 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/devbox-dev/devbox/internal/daemonpid"
 	"github.com/devbox-dev/devbox/internal/layout"
 )
 
@@ -82,14 +81,9 @@ func StartGate(ctx context.Context, cfg Config, opts DaemonOptions) (int, error)
 	pid := cmd.Process.Pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	start, err := procStartTime("/proc", pid)
-	if err != nil {
+	if err := daemonpid.Write(filepath.Join(cfg.StateDir, gatePIDFile), pid); err != nil {
 		cmd.Process.Kill()
-		return 0, fmt.Errorf("firewall: name gate pid %d: %w", pid, err)
-	}
-	if err := os.WriteFile(filepath.Join(cfg.StateDir, gatePIDFile), []byte(fmt.Sprintf("%d %d\n", pid, start)), 0o644); err != nil {
-		cmd.Process.Kill()
-		return 0, fmt.Errorf("firewall: %w", err)
+		return 0, fmt.Errorf("firewall: name gate: %w", err)
 	}
 	addr := gateAddr(cfg)
 	deadline := time.Now().Add(opts.Wait)
@@ -120,24 +114,14 @@ func StartGate(ctx context.Context, cfg Config, opts DaemonOptions) (int, error)
 // the gate StartGate started (see DaemonPID for why the start time).
 func GatePID(cfg Config) (int, bool) {
 	cfg = cfg.WithDefaults()
-	return daemonPID(filepath.Join(cfg.StateDir, gatePIDFile), "/proc")
+	return daemonpid.Read(filepath.Join(cfg.StateDir, gatePIDFile), "/proc")
 }
 
 // StopGate stops the gate named by the pidfile, if it runs.
 func StopGate(cfg Config) error {
-	pid, alive := GatePID(cfg)
-	if !alive {
-		return nil
-	}
-	unix.Kill(pid, unix.SIGTERM)
-	for i := 0; i < 40; i++ {
-		if unix.Kill(pid, 0) != nil {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("firewall: stop name gate pid %d: %w", pid, err)
+	cfg = cfg.WithDefaults()
+	if err := daemonpid.Stop(filepath.Join(cfg.StateDir, gatePIDFile)); err != nil {
+		return fmt.Errorf("firewall: stop name gate: %w", err)
 	}
 	return nil
 }

@@ -12,13 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/devbox-dev/devbox/internal/daemonpid"
 	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 	"github.com/devbox-dev/devbox/internal/secrets"
@@ -139,12 +139,7 @@ func Start(ctx context.Context, o StartOptions) (int, error) {
 	pid := cmd.Process.Pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	start, err := procStartTime(pid)
-	if err != nil {
-		cmd.Process.Kill()
-		return 0, fmt.Errorf("gateway: pid %d: %w", pid, err)
-	}
-	if err := os.WriteFile(filepath.Join(o.StateDir, pidFile), []byte(fmt.Sprintf("%d %d\n", pid, start)), 0o644); err != nil {
+	if err := daemonpid.Write(filepath.Join(o.StateDir, pidFile), pid); err != nil {
 		cmd.Process.Kill()
 		return 0, fmt.Errorf("gateway: %w", err)
 	}
@@ -196,56 +191,15 @@ func lastLines(path string) string {
 // the gateway Start started (alive, and started when the pidfile says: a
 // pid alone may name a process of a later container start).
 func PID(stateDir string) (int, bool) {
-	raw, err := os.ReadFile(filepath.Join(stateDir, pidFile))
-	if err != nil {
-		return 0, false
-	}
-	var pid int
-	var start uint64
-	if n, _ := fmt.Sscanf(string(raw), "%d %d", &pid, &start); n != 2 || pid <= 0 {
-		return 0, false
-	}
-	got, err := procStartTime(pid)
-	return pid, err == nil && got == start
+	return daemonpid.Read(filepath.Join(stateDir, pidFile), "/proc")
 }
 
 // Stop stops the gateway named by stateDir's pidfile, if it runs.
 func Stop(stateDir string) error {
-	pid, alive := PID(stateDir)
-	if !alive {
-		return nil
-	}
-	unix.Kill(pid, unix.SIGTERM)
-	for i := 0; i < 40; i++ {
-		if unix.Kill(pid, 0) != nil {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("gateway: stop pid %d: %w", pid, err)
+	if err := daemonpid.Stop(filepath.Join(stateDir, pidFile)); err != nil {
+		return fmt.Errorf("gateway: %w", err)
 	}
 	return nil
-}
-
-// procStartTime is field 22 of /proc/PID/stat (see firewall.DaemonPID).
-func procStartTime(pid int) (uint64, error) {
-	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, err
-	}
-	i := strings.LastIndexByte(string(raw), ')')
-	if i < 0 {
-		return 0, errors.New("no command name in stat")
-	}
-	f := strings.Fields(string(raw[i+1:]))
-	if len(f) < 20 {
-		return 0, errors.New("short stat")
-	}
-	if f[0] == "Z" || f[0] == "X" {
-		return 0, fmt.Errorf("pid %d is a zombie", pid)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
 }
 
 // PassEnv are the variables the fence passes from its own environment to

@@ -1,6 +1,6 @@
 //go:build linux
 
-package firewall
+package daemonpid
 
 import (
 	"fmt"
@@ -42,29 +42,29 @@ func TestDaemonPID(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pidfile := filepath.Join(t.TempDir(), "dns.pid")
 			os.WriteFile(pidfile, []byte(tc.content), 0o644)
-			if _, alive := daemonPID(pidfile, proc); alive != tc.wantAlive {
+			if _, alive := Read(pidfile, proc); alive != tc.wantAlive {
 				t.Errorf("alive = %v, want %v", alive, tc.wantAlive)
 			}
 		})
 	}
-	if _, alive := daemonPID(filepath.Join(proc, "none"), proc); alive {
+	if _, alive := Read(filepath.Join(proc, "none"), proc); alive {
 		t.Error("a missing pidfile counts as a running filter")
 	}
 
 	// The real /proc: this process is what its own pidfile names, and only
 	// with its own start time.
 	self := os.Getpid()
-	start, err := procStartTime("/proc", self)
+	start, err := StartTime("/proc", self)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pidfile := filepath.Join(t.TempDir(), "dns.pid")
 	os.WriteFile(pidfile, []byte(fmt.Sprintf("%d %d\n", self, start)), 0o644)
-	if _, alive := daemonPID(pidfile, "/proc"); !alive {
+	if _, alive := Read(pidfile, "/proc"); !alive {
 		t.Error("this process, recorded with its start time, is not alive")
 	}
 	os.WriteFile(pidfile, []byte(fmt.Sprintf("%d %d\n", self, start+1)), 0o644)
-	if _, alive := daemonPID(pidfile, "/proc"); alive {
+	if _, alive := Read(pidfile, "/proc"); alive {
 		t.Error("a pid recorded with another start time counts as the filter")
 	}
 }
