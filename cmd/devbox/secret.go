@@ -36,23 +36,18 @@ The value is read from standard input, never from the command line.`,
 			Usage:     "store the value on standard input as NAME",
 			ArgsUsage: "NAME",
 			Flags:     []cli.Flag{secretDirFlag},
-			Action: func(c *cli.Context) error {
-				name, err := secretArgs(c)
-				if err != nil {
-					return err
-				}
+			Action: withSecretName(func(c *cli.Context, s secrets.Store, name string) error {
 				v, err := readSecret(c)
 				if err != nil {
 					return err
 				}
-				s := secrets.New(c.String("dir"))
 				if err := s.Set(name, v); err != nil {
 					return err
 				}
 				stored, _ := s.Secret(name)
 				fmt.Fprintf(c.App.Writer, "secret %s stored in %s (%d bytes, fingerprint %s)\n", name, s.Dir, len(stored), secrets.Fingerprint(stored))
 				return nil
-			},
+			}),
 		},
 		{
 			Name:  "list",
@@ -79,13 +74,9 @@ The value is read from standard input, never from the command line.`,
 			Usage:     "delete the secret NAME",
 			ArgsUsage: "NAME",
 			Flags:     []cli.Flag{secretDirFlag},
-			Action: func(c *cli.Context) error {
-				name, err := secretArgs(c)
-				if err != nil {
-					return err
-				}
-				return secrets.New(c.String("dir")).Remove(name)
-			},
+			Action: withSecretName(func(_ *cli.Context, s secrets.Store, name string) error {
+				return s.Remove(name)
+			}),
 		},
 	},
 }
@@ -97,12 +88,19 @@ func requireRoot(verb string) error {
 	return nil
 }
 
-func secretArgs(c *cli.Context) (string, error) {
-	verb := c.Command.Name
-	if c.NArg() != 1 {
-		return "", fmt.Errorf("secret %s: want one NAME (the value is read from standard input, never from arguments)", verb)
+// withSecretName checks what every NAME subcommand needs (one argument,
+// root) and then runs act on the store named by --dir.
+func withSecretName(act func(c *cli.Context, s secrets.Store, name string) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		verb := c.Command.Name
+		if c.NArg() != 1 {
+			return fmt.Errorf("secret %s: want one NAME (the value is read from standard input, never from arguments)", verb)
+		}
+		if err := requireRoot(verb); err != nil {
+			return err
+		}
+		return act(c, secrets.New(c.String("dir")), c.Args().First())
 	}
-	return c.Args().First(), requireRoot(verb)
 }
 
 // readSecret reads the value from standard input, with echo off when it

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/tailscale/hujson"
@@ -56,51 +57,45 @@ type HTTPCredential struct {
 // SecretPlaceholder is replaced by the secret in HTTPCredential.Value.
 const SecretPlaceholder = "${secret}"
 
-// Hosts returns every host a credential is bound to, in policy order,
-// without duplicates: the hosts only the gateway may reach.
-func (c Credentials) Hosts() []string {
-	var out []string
-	add := func(h string) {
-		for _, x := range out {
-			if x == h {
-				return
-			}
-		}
-		out = append(out, h)
-	}
+// route is what every kind of credential route has: the host it is bound
+// to and the secret it injects.
+type route struct{ host, secret string }
+
+// routes returns the routes in policy order: anthropic, git, http.
+func (c Credentials) routes() []route {
+	var out []route
 	if c.Anthropic != nil {
-		add(c.Anthropic.Host)
+		out = append(out, route{c.Anthropic.Host, c.Anthropic.Secret})
 	}
 	for _, g := range c.Git {
-		add(g.Host)
+		out = append(out, route{g.Host, g.Secret})
 	}
 	for _, h := range c.HTTP {
-		add(h.Host)
+		out = append(out, route{h.Host, h.Secret})
 	}
 	return out
 }
 
-// Secrets returns every secret name the policy uses, without duplicates.
-func (c Credentials) Secrets() []string {
+// distinct returns field of each route, in policy order, without duplicates.
+func (c Credentials) distinct(field func(route) string) []string {
 	var out []string
-	add := func(s string) {
-		for _, x := range out {
-			if x == s {
-				return
-			}
+	for _, r := range c.routes() {
+		if v := field(r); !slices.Contains(out, v) {
+			out = append(out, v)
 		}
-		out = append(out, s)
-	}
-	if c.Anthropic != nil {
-		add(c.Anthropic.Secret)
-	}
-	for _, g := range c.Git {
-		add(g.Secret)
-	}
-	for _, h := range c.HTTP {
-		add(h.Secret)
 	}
 	return out
+}
+
+// Hosts returns every host a credential is bound to, in policy order,
+// without duplicates: the hosts only the gateway may reach.
+func (c Credentials) Hosts() []string {
+	return c.distinct(func(r route) string { return r.host })
+}
+
+// Secrets returns every secret name the policy uses, without duplicates.
+func (c Credentials) Secrets() []string {
+	return c.distinct(func(r route) string { return r.secret })
 }
 
 // IsZero reports whether no route is configured.
