@@ -176,3 +176,55 @@ func TestInitLocked(t *testing.T) {
 		t.Errorf("no lock: %v", err)
 	}
 }
+
+// TestInitLockedFailsClean: when the lock cannot be resolved, a new
+// repository's init --lock leaves the directory as it was: the user's
+// devcontainer.json unpatched, no policy, no binary, no Dockerfile.
+func TestInitLockedFailsClean(t *testing.T) {
+	root := t.TempDir()
+	bin := filepath.Join(t.TempDir(), "devbox")
+	hdr := make([]byte, 64)
+	copy(hdr, "\x7fELF\x02\x01\x01")
+	hdr[18] = 62 // EM_X86_64
+	os.WriteFile(bin, hdr, 0o755)
+	dc := filepath.Join(root, devcontainer.Dir)
+	os.MkdirAll(dc, 0o755)
+	user := []byte("// mine\n{\"name\": \"app\"}\n")
+	cfg := filepath.Join(root, devcontainer.ConfigFile)
+	if err := os.WriteFile(cfg, user, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts := devcontainer.InitOptions{Root: root, Binary: bin, Platform: "linux/amd64", Version: "1.0.0-test"}
+	// A cancelled context: resolving fails before anything is sent.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := InitLocked(ctx, opts, Options{Devbox: "1.0.0-test", NPMRegistry: "http://127.0.0.1:1/"})
+	if err == nil || !strings.Contains(err.Error(), "init --lock") {
+		t.Fatalf("InitLocked with no registry access: %v, want the lock's error", err)
+	}
+	t.Logf("error: %v", err)
+	ents, _ := os.ReadDir(dc)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if len(names) != 1 || names[0] != filepath.Base(cfg) {
+		t.Errorf(".devcontainer holds %v after a failed init, want only the user's devcontainer.json", names)
+	}
+	got, _ := os.ReadFile(cfg)
+	if string(got) != string(user) {
+		t.Errorf("devcontainer.json = %q, want it restored to %q", got, user)
+	}
+	if fi, err := os.Stat(cfg); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("devcontainer.json mode: %v %v", fi.Mode(), err)
+	}
+	// In an empty repository the directory itself goes too.
+	empty := t.TempDir()
+	opts.Root = empty
+	if _, err := InitLocked(ctx, opts, Options{Devbox: "1.0.0-test", NPMRegistry: "http://127.0.0.1:1/"}); err == nil || !strings.Contains(err.Error(), "init --lock") {
+		t.Fatalf("InitLocked with no registry access: %v, want the lock's error", err)
+	}
+	if ents, _ := os.ReadDir(empty); len(ents) != 0 {
+		t.Errorf("empty repository holds %v after a failed init", ents)
+	}
+}
