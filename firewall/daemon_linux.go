@@ -9,12 +9,10 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -102,45 +100,36 @@ func StartDNS(ctx context.Context, cfg Config, opts DaemonOptions) (int, error) 
 			}
 		}
 	}
-	argv := append(append([]string(nil), opts.Command...), "--config", cfgPath)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = opts.Env
-	cmd.Stdout, cmd.Stderr = errFile, errFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if opts.UID >= 0 {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(opts.UID), Gid: uint32(opts.GID), Groups: []uint32{}}
-		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_NET_ADMIN}
-	}
-	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("firewall: start DNS filter %q: %w", argv[0], err)
-	}
-	pid := cmd.Process.Pid
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	if err := daemonpid.Write(filepath.Join(cfg.StateDir, daemonPIDFile), pid); err != nil {
-		cmd.Process.Kill()
-		return 0, fmt.Errorf("firewall: DNS filter: %w", err)
-	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(cfg.DNSPort)))
-	deadline := time.Now().Add(opts.Wait)
-	for {
-		hctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		_, herr := QueryHealth(hctx, addr)
-		cancel()
-		if herr == nil {
-			return pid, nil
-		}
-		select {
-		case err := <-exited:
-			msg, _ := os.ReadFile(errPath)
-			return 0, fmt.Errorf("firewall: DNS filter exited (%v): %s", err, strings.TrimSpace(string(msg)))
-		case <-time.After(5 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			return 0, fmt.Errorf("firewall: DNS filter did not answer within %v: %w", opts.Wait, herr)
-		}
+	pid, err := daemonpid.Start(ctx, daemonpid.Spec{
+		Name:    "DNS filter",
+		Argv:    append(append([]string(nil), opts.Command...), "--config", cfgPath),
+		Env:     opts.Env,
+		UID:     opts.UID,
+		GID:     opts.GID,
+		Caps:    []uintptr{unix.CAP_NET_ADMIN},
+		Output:  errFile,
+		PIDFile: filepath.Join(cfg.StateDir, daemonPIDFile),
+		Wait:    opts.Wait,
+		Ready: func(ctx context.Context, _ int) error {
+			hctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			_, err := QueryHealth(hctx, addr)
+			return err
+		},
+		Tail: func() string { return readTrimmed(errPath) },
+	})
+	if err != nil {
+		return 0, fmt.Errorf("firewall: %w", err)
 	}
+	return pid, nil
+}
+
+// readTrimmed is a daemon's stderr file, for the error when it exits
+// before it answers.
+func readTrimmed(path string) string {
+	msg, _ := os.ReadFile(path)
+	return strings.TrimSpace(string(msg))
 }
 
 // handOver creates path if missing (keeping its contents) and gives it to

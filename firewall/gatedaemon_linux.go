@@ -8,10 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/devbox-dev/devbox/internal/daemonpid"
@@ -67,47 +64,33 @@ func StartGate(ctx context.Context, cfg Config, opts DaemonOptions) (int, error)
 			return 0, err
 		}
 	}
-	argv := append(append([]string(nil), opts.Command...), "--config", cfgPath)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = opts.Env
-	cmd.Stdout, cmd.Stderr = errFile, errFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if opts.UID >= 0 {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(opts.UID), Gid: uint32(opts.GID), Groups: []uint32{}}
-	}
-	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("firewall: start name gate %q: %w", argv[0], err)
-	}
-	pid := cmd.Process.Pid
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	if err := daemonpid.Write(filepath.Join(cfg.StateDir, gatePIDFile), pid); err != nil {
-		cmd.Process.Kill()
-		return 0, fmt.Errorf("firewall: name gate: %w", err)
-	}
 	addr := gateAddr(cfg)
-	deadline := time.Now().Add(opts.Wait)
-	for {
-		hctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		h, herr := QueryGateHealth(hctx, addr)
-		cancel()
-		if herr == nil && h.PID == pid {
-			return pid, nil
-		}
-		select {
-		case err := <-exited:
-			msg, _ := os.ReadFile(errPath)
-			return 0, fmt.Errorf("firewall: name gate exited (%v): %s", err, strings.TrimSpace(string(msg)))
-		case <-time.After(5 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			if herr == nil {
-				herr = fmt.Errorf("pid %d answers on %s, not the gate just started (pid %d)", h.PID, addr, pid)
+	pid, err := daemonpid.Start(ctx, daemonpid.Spec{
+		Name:    "name gate",
+		Argv:    append(append([]string(nil), opts.Command...), "--config", cfgPath),
+		Env:     opts.Env,
+		UID:     opts.UID,
+		GID:     opts.GID,
+		Output:  errFile,
+		PIDFile: filepath.Join(cfg.StateDir, gatePIDFile),
+		Wait:    opts.Wait,
+		Ready: func(ctx context.Context, pid int) error {
+			hctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			h, err := QueryGateHealth(hctx, addr)
+			if err == nil && h.PID != pid {
+				// The port is taken by another gate (or a gate of an
+				// earlier start that outlived its pidfile).
+				err = fmt.Errorf("pid %d answers on %s, not the gate just started (pid %d)", h.PID, addr, pid)
 			}
-			return 0, fmt.Errorf("firewall: name gate did not answer within %v: %w", opts.Wait, herr)
-		}
+			return err
+		},
+		Tail: func() string { return readTrimmed(errPath) },
+	})
+	if err != nil {
+		return 0, fmt.Errorf("firewall: %w", err)
 	}
+	return pid, nil
 }
 
 // GatePID returns the pid in the gate's pidfile and whether that process is

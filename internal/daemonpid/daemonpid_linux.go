@@ -1,8 +1,9 @@
 //go:build linux
 
-// Package daemonpid is the pidfile of devbox's detached daemons (the DNS
-// filter, the name gate, the credential gateway): a pid together with the
-// process's start time, so that a stale file never names another process.
+// Package daemonpid starts and stops devbox's detached daemons (the DNS
+// filter, the name gate, the credential gateway), and keeps their pidfiles:
+// a pid together with the process's start time, so that a stale file never
+// names another process.
 //
 // The pidfiles live in layout.RunDir, which Docker keeps across a container
 // restart, while pids start again from 1 in the new PID namespace: the

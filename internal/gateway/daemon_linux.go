@@ -10,10 +10,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -125,40 +123,20 @@ func Start(ctx context.Context, o StartOptions) (int, error) {
 		return 0, fmt.Errorf("gateway: %w", err)
 	}
 	defer lf.Close()
-	cmd := exec.Command(o.Command[0], o.Command[1:]...)
-	cmd.Env = o.Env
-	cmd.Dir = "/"
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setsid:     true,
-		Credential: &syscall.Credential{Uid: uint32(o.UID), Gid: uint32(o.GID), Groups: []uint32{}},
-	}
-	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("gateway: start %q: %w", o.Command[0], err)
-	}
-	pid := cmd.Process.Pid
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	if err := daemonpid.Write(filepath.Join(o.StateDir, pidFile), pid); err != nil {
-		cmd.Process.Kill()
-		return 0, fmt.Errorf("gateway: %w", err)
-	}
-	deadline := time.Now().Add(o.Wait)
-	for {
-		herr := Health(ctx, o.Addr)
-		if herr == nil {
-			return pid, nil
-		}
-		select {
-		case err := <-exited:
-			return 0, fmt.Errorf("gateway exited (%v): %s", err, lastLines(logPath))
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			return 0, fmt.Errorf("gateway did not answer on %s within %v: %w", o.Addr, o.Wait, herr)
-		}
-	}
+	return daemonpid.Start(ctx, daemonpid.Spec{
+		Name:    "gateway",
+		Argv:    o.Command,
+		Env:     o.Env,
+		Dir:     "/",
+		UID:     o.UID,
+		GID:     o.GID,
+		Output:  lf,
+		PIDFile: filepath.Join(o.StateDir, pidFile),
+		Wait:    o.Wait,
+		Poll:    10 * time.Millisecond,
+		Ready:   func(ctx context.Context, _ int) error { return Health(ctx, o.Addr) },
+		Tail:    func() string { return lastLines(logPath) },
+	})
 }
 
 // Health asks the gateway at addr whether it serves.
