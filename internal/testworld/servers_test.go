@@ -2,6 +2,8 @@ package testworld
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"net/netip"
 	"strings"
@@ -108,5 +110,34 @@ func TestRecorder(t *testing.T) {
 	tcpPort := uint16(l.Addr().(*net.TCPAddr).Port)
 	if r.Seen(lo, tcpPort) != 1 || r.Seen(lo, 0) != 2 || r.Seen(netip.MustParseAddr("127.0.0.2"), 0) != 0 {
 		t.Errorf("recorded %+v", r.Conns())
+	}
+}
+
+// A certificate exported as PEM loads in another process and verifies
+// against the CA for its names.
+func TestCertificatePEM(t *testing.T) {
+	ca, err := NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.CertificatePEM("api.anthropic.test", "git.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"api.anthropic.test", "git.test"} {
+		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: ca.Pool()}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: "other.test", Roots: ca.Pool()}); err == nil {
+		t.Error("the certificate verifies for a name it was not issued for")
 	}
 }

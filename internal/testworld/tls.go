@@ -84,6 +84,24 @@ func (ca *CA) Certificate(names ...string) (tls.Certificate, error) {
 	return tls.Certificate{Certificate: [][]byte{der, ca.cert.Raw}, PrivateKey: key}, nil
 }
 
+// CertificatePEM issues a server certificate for names, as PEM files a
+// server in another process loads (tls.X509KeyPair): the certificate with
+// the CA's after it, and the private key.
+func (ca *CA) CertificatePEM(names ...string) (certPEM, keyPEM []byte, err error) {
+	cert, err := ca.Certificate(names...)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, der := range cert.Certificate {
+		certPEM = append(certPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	der, err := x509.MarshalECPrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
+	if err != nil {
+		return nil, nil, err
+	}
+	return certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+}
+
 // Web is an HTTP(S) server of the world that records every connection it
 // accepts and every TLS server name it was asked for, before any byte of
 // the response: a connection the fence stopped never appears here.

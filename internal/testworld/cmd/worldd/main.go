@@ -6,6 +6,10 @@
 //
 //	query udp A api.test from 10.0.0.5:41234
 //	conn tcp 10.0.0.2:443 from 10.0.0.5:50112
+//
+// With -tls-cert it also serves HTTPS on port 443 of every address (leave
+// 443 out of -tcp): the fake Messages API for -api-host and a git
+// smart-HTTP server for -git-host (git must be installed), see https.go.
 package main
 
 import (
@@ -13,6 +17,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -37,6 +42,15 @@ func main() {
 	udp := flag.String("udp", "443,5000", "UDP ports to serve on every address")
 	flag.Var(&addrs, "addr", "address to serve on (repeatable; default 0.0.0.0 and ::)")
 	flag.Var(&records, "record", `DNS record "NAME TYPE TTL VALUE" (repeatable), e.g. "api.test A 60 10.0.0.2"`)
+	var hs httpsOptions
+	flag.StringVar(&hs.cert, "tls-cert", "", "PEM certificate chain for HTTPS on port 443 (with -tls-key)")
+	flag.StringVar(&hs.key, "tls-key", "", "PEM private key of -tls-cert")
+	flag.StringVar(&hs.apiHost, "api-host", "", "Host the fake Messages API answers for")
+	flag.StringVar(&hs.apiKey, "api-key", "", "the one credential the fake Messages API accepts")
+	flag.StringVar(&hs.gitHost, "git-host", "", "Host the git smart-HTTP server answers for")
+	flag.StringVar(&hs.gitToken, "git-token", "", "the basic-auth password the git server accepts")
+	flag.StringVar(&hs.gitDir, "git-dir", "/tmp/worldd-git", "directory for the git server's bare repositories (DIR/repos/OWNER/NAME.git)")
+	flag.Var(&hs.gitRepos, "git-repo", "a repository the git server has, OWNER/NAME (repeatable)")
 	flag.Parse()
 	if len(addrs) == 0 {
 		addrs = list{"0.0.0.0", "::"}
@@ -65,6 +79,17 @@ func main() {
 		fmt.Printf("conn %s %s from %s\n", c.Proto, c.Local, c.Remote)
 		out.Unlock()
 	}}
+	printf := func(format string, args ...any) {
+		out.Lock()
+		fmt.Printf(format, args...)
+		out.Unlock()
+	}
+	var web http.Handler
+	if hs.enabled() {
+		h, err := hs.handler(printf)
+		check(err)
+		web = h
+	}
 	for _, a := range addrs {
 		ip, err := netip.ParseAddr(a)
 		if err != nil {
@@ -80,6 +105,11 @@ func main() {
 			l, err := net.Listen("tcp", ap(p))
 			check(err)
 			rec.ServeTCP(l)
+		}
+		if web != nil {
+			l, err := net.Listen("tcp", ap(443))
+			check(err)
+			check(hs.serve(l, web, printf))
 		}
 		for _, p := range ports(*udp) {
 			pc, err := net.ListenPacket("udp", ap(p))
