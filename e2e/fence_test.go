@@ -102,11 +102,17 @@ func policyFor(e env, w *world, tag string) string {
 // generated devcontainer.json at the world.
 func sampleRepo(t testing.TB, e env, w *world, image string) string {
 	t.Helper()
+	return repoWithPolicy(t, e, w, image, policyFor(e, w, e.registry+"/devbox/e2e:unused"))
+}
+
+// repoWithPolicy is sampleRepo with pol as the repository's policy.
+func repoWithPolicy(t testing.TB, e env, w *world, image, pol string) string {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "repo")
 	os.MkdirAll(filepath.Join(dir, ".devcontainer"), 0o755)
 	run(t, dir, nil, "git", "init", "-q", ".")
 	os.WriteFile(filepath.Join(dir, ".git/hooks/pre-commit"), []byte("#!/bin/sh\nexit 0\n"), 0o755)
-	os.WriteFile(filepath.Join(dir, ".devcontainer/devbox.policy.jsonc"), []byte(policyFor(e, w, e.registry+"/devbox/e2e:unused")), 0o644)
+	os.WriteFile(filepath.Join(dir, ".devcontainer/devbox.policy.jsonc"), []byte(pol), 0o644)
 	run(t, dir, nil, e.devbox, "lock", ".devcontainer/devbox.policy.jsonc")
 	args := []string{"init"}
 	if image != "" {
@@ -151,6 +157,13 @@ func patchConfig(t testing.TB, path string, w *world, buildMode bool) {
 		ce[k] = v
 	}
 	cfg["containerEnv"] = ce
+	if len(w.mounts) > 0 {
+		m, _ := cfg["mounts"].([]any)
+		for _, x := range w.mounts {
+			m = append(m, x)
+		}
+		cfg["mounts"] = m
+	}
 	if buildMode {
 		// When the Dev Containers CLI builds from a Dockerfile it drops
 		// the "entrypoint" of the built image's label; devbox init must
@@ -211,7 +224,18 @@ func devcontainerUp(t testing.TB, e env, repo string) string {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	json.Unmarshal([]byte(lines[len(lines)-1]), &res)
 	if res.ContainerID != "" {
-		t.Cleanup(func() { e.d.Command(context.Background(), "rm", "-f", res.ContainerID).Run() })
+		// The named volumes init's devcontainer.json mounts (Claude Code's
+		// state, the secrets) outlive the container: remove them with it.
+		vols, _ := e.d.Command(context.Background(), "inspect", "--format",
+			`{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}`, res.ContainerID).Output()
+		t.Cleanup(func() {
+			e.d.Command(context.Background(), "rm", "-f", res.ContainerID).Run()
+			for _, v := range strings.Fields(string(vols)) {
+				if strings.HasPrefix(v, "devbox-") {
+					e.d.Command(context.Background(), "volume", "rm", v).Run()
+				}
+			}
+		})
 	}
 	if err != nil || res.Outcome != "success" {
 		t.Fatalf("devcontainer up: outcome %q: %v", res.Outcome, err)

@@ -26,9 +26,19 @@ type world struct {
 	W1v6    string // IPv6 addresses
 	W2v6    string
 	Nonce   string // marks this run's tunnelling queries
+	prefix4 string // "10.231.N.": the network's IPv4 /24
 	names   []string
 	stopped bool
+	// env and mounts are added to every dev container's devcontainer.json
+	// (patchConfig): what a test's own servers need from the container.
+	env    map[string]string
+	mounts []string
 }
+
+// IP is host number i (1–254) of the world's IPv4 network: W1 is .2, W2
+// .3, and Docker hands the dev containers the next free ones from the
+// bottom: a test's own servers take numbers from the top (.250).
+func (w *world) IP(i int) string { return fmt.Sprintf("%s%d", w.prefix4, i) }
 
 func randHex(n int) string {
 	b := make([]byte, n)
@@ -50,8 +60,10 @@ func goBuild(t testing.TB, pkg, dir string) string {
 }
 
 // startWorld creates the network and the two world containers from the
-// base image, with the worldd binary bind-mounted read-only.
-func startWorld(t testing.TB, d devboxtest.Docker, base, worldd string) *world {
+// base image, with the worldd binary bind-mounted read-only. records are
+// more DNS records ("NAME TYPE TTL VALUE") W1 serves, made once the
+// network's addresses are known.
+func startWorld(t testing.TB, d devboxtest.Docker, base, worldd string, records ...func(w *world) []string) *world {
 	t.Helper()
 	w := &world{d: d, Nonce: "n" + randHex(6)}
 	// A /24 and a ULA /64 that no other network on this daemon uses:
@@ -67,6 +79,7 @@ func startWorld(t testing.TB, d devboxtest.Docker, base, worldd string) *world {
 		if cerr == nil {
 			w.W1, w.W2 = fmt.Sprintf("10.231.%d.2", n), fmt.Sprintf("10.231.%d.3", n)
 			w.W1v6, w.W2v6 = fmt.Sprintf("fd7e:db0:%x::2", n), fmt.Sprintf("fd7e:db0:%x::3", n)
+			w.prefix4 = fmt.Sprintf("10.231.%d.", n)
 			err = nil
 			break
 		}
@@ -79,9 +92,12 @@ func startWorld(t testing.TB, d devboxtest.Docker, base, worldd string) *world {
 	if out, err := d.Command(context.Background(), "network", "inspect", "--format", "{{.Internal}}", w.Net).Output(); err != nil || strings.TrimSpace(string(out)) != "true" {
 		t.Fatalf("network %s is not internal (%q, %v): refusing to go on", w.Net, out, err)
 	}
-	records := []string{
+	zone := []string{
 		"allowed.test A 60 " + w.W1,
 		"denied.test A 60 " + w.W2,
+	}
+	for _, r := range records {
+		zone = append(zone, r(w)...)
 	}
 	for i, ip := range [][2]string{{w.W1, w.W1v6}, {w.W2, w.W2v6}} {
 		name := fmt.Sprintf("%s-w%d", w.Net, i+1)
@@ -89,7 +105,7 @@ func startWorld(t testing.TB, d devboxtest.Docker, base, worldd string) *world {
 			"--sysctl", "net.ipv6.conf.all.disable_ipv6=0",
 			"-v", worldd + ":/usr/local/bin/worldd:ro", base,
 			"/usr/local/bin/worldd", "-addr", ip[0], "-addr", ip[1]}
-		for _, r := range records {
+		for _, r := range zone {
 			args = append(args, "-record", r)
 		}
 		d.Run(t, args...)
@@ -131,12 +147,17 @@ func (w *world) runArgs() []string {
 	return []string{"--network", w.Net, "--dns", w.W1, "--sysctl", "net.ipv6.conf.all.disable_ipv6=0"}
 }
 
-// containerEnv points the entrypoint's self-test at the world.
+// containerEnv points the entrypoint's self-test at the world, plus the
+// test's own w.env.
 func (w *world) containerEnv() map[string]string {
-	return map[string]string{
+	env := map[string]string{
 		"DEVBOX_VERIFY_ALLOWED": "allowed.test:8080",
 		"DEVBOX_VERIFY_DENIED":  w.W2 + ":8080," + w.W1 + ":80",
 	}
+	for k, v := range w.env {
+		env[k] = v
+	}
+	return env
 }
 
 // escapeArgs are devbox-escape's targets in this world.
