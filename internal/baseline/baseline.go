@@ -65,7 +65,12 @@ func (vs *Violations) Error() string {
 //   - network.quic stays off when the baseline's is off;
 //   - network.dns.upstream only names the baseline's resolvers, a baseline
 //     that logs blocked connections keeps logging them, to its log file;
-//   - image.user is the baseline's (the image has no other account).
+//   - image.user is the baseline's (the image has no other account);
+//   - credentials are the baseline's routes or a subset of them: the same
+//     secret on the same host (an http route's header and value too), git
+//     repos among the baseline route's, push only where the baseline
+//     pushes; and a baseline route stays while the repository still allows
+//     its host, so no other identity can be used there (see credentials).
 func Check(base *policy.Policy, baseName string, repo *policy.Explanation) error {
 	c := checker{repo: repo}
 	b := base
@@ -149,6 +154,7 @@ func Check(base *policy.Policy, baseName string, repo *policy.Explanation) error
 		ref := "sandbox.allowWrite " + quoteList(b.Sandbox.AllowWrite)
 		c.add(c.repo.ElementPath("sandbox.allowWrite", w), fmt.Sprintf("%q is not within the baseline's writable paths", w), ref)
 	}
+	c.credentials(b, p)
 	if len(c.list) == 0 {
 		return nil
 	}

@@ -73,6 +73,16 @@ func TestHostileCases(t *testing.T) {
 		{"upstream", `"network": {`, `"network": {"dns": {"upstream": ["192.0.2.53"]},`, `"192.0.2.53:53" is not one of`, "network.dns.upstream[0]", "network.dns.upstream (the container's resolv.conf)"},
 		{"quic", `"network": {`, `"network": {"quic": true,`, "cannot turn it on", "network.quic", "network.quic false"},
 		{"user", `"agent"`, `"image": {"user": {"name": "eve"}}, "agent"`, "cannot name another", "image.user", "image.user dev"},
+		{"credential to another host", `"http": [`, `"http": [{"host": "pkg.example.test", "header": "X-Token", "value": "${secret}", "secret": "corp-git"}, `,
+			"the baseline has no http route for this host", "credentials.http[0].host", `credentials.http "hooks.dev.corp.test"`},
+		{"credential secret swapped", `"secret": "corp-api"`, `"secret": "corp-git"`, `"corp-git": the baseline's route for hooks.dev.corp.test has secret "corp-api"`, "credentials.http[0].secret", `credentials.http[0] "hooks.dev.corp.test"`},
+		{"credential header value", `"value": "Bearer ${secret}"`, `"value": "${secret}"`, `has value "Bearer ${secret}"`, "credentials.http[0].value", `credentials.http[0] "hooks.dev.corp.test"`},
+		{"git repo added", `"repos": ["team/app"]`, `"repos": ["team/app", "evil/exfil"]`, `"evil/exfil" is not one of the baseline route's repositories`, "credentials.git[0].repos[1]", `credentials.git[0] "code.dev.corp.test" repos`},
+		{"git push", `"push": false`, `"push": true`, "cannot allow push", "credentials.git[0].push", `credentials.git[0] "code.dev.corp.test" push false`},
+		{"git secret", `"secret": "corp-git"`, `"secret": "corp-api"`, `uses the secret "corp-git"`, "credentials.git[0].secret", `credentials.git[0] "code.dev.corp.test"`},
+		{"anthropic added", `"credentials": {`, `"credentials": {"anthropic": {"secret": "corp-api", "host": "pkg.example.test"},`, "no anthropic route", "credentials.anthropic", "credentials (no anthropic route)"},
+		{"route dropped, host still allowed", `"http": [{"host": "hooks.dev.corp.test", "header": "Authorization", "value": "Bearer ${secret}", "secret": "corp-api"}],`, ``,
+			"keeps that route", "credentials", `credentials.http[0] "hooks.dev.corp.test"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := string(narrow)

@@ -1,0 +1,122 @@
+package baseline
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/devbox-dev/devbox/internal/policy"
+)
+
+// credentials checks the repository's credential routes against the
+// baseline's. A route the baseline does not have would send one of the
+// user's secrets somewhere the team never bound it to: a repository could
+// point credentials.http at another host the baseline allows and receive
+// the GitHub token there. So every repository route is a baseline route
+// (same host, same secret) or a narrower one (fewer git repos, no push).
+// A route may be dropped only with its host: while the repository still
+// allows the host, the baseline's route stays, or any identity (an
+// attacker's key) could be used on it again.
+func (c *checker) credentials(b, p *policy.Policy) {
+	bc, pc := b.Credentials, p.Credentials
+
+	if a := pc.Anthropic; a != nil {
+		ba := bc.Anthropic
+		switch {
+		case ba == nil:
+			c.add("credentials.anthropic", "the baseline has no anthropic route; a repository cannot add one", "credentials (no anthropic route)")
+		case a.Host != ba.Host:
+			c.add("credentials.anthropic.host", fmt.Sprintf("%q: the baseline's anthropic route goes to %q", a.Host, ba.Host), anthropicRef(ba))
+		case a.Secret != ba.Secret:
+			c.add("credentials.anthropic.secret", fmt.Sprintf("%q: the baseline's anthropic route uses the secret %q", a.Secret, ba.Secret), anthropicRef(ba))
+		}
+	}
+	for i, g := range pc.Git {
+		at := fmt.Sprintf("credentials.git[%d]", i)
+		j := slices.IndexFunc(bc.Git, func(x policy.GitCredential) bool { return x.Host == g.Host })
+		if j < 0 {
+			c.add(at+".host", fmt.Sprintf("%q: the baseline has no git route for this host", g.Host), routeRef("git", bc.Git, func(x policy.GitCredential) string { return x.Host }))
+			continue
+		}
+		bg := bc.Git[j]
+		ref := fmt.Sprintf("credentials.git[%d] %q", j, bg.Host)
+		if g.Secret != bg.Secret {
+			c.add(at+".secret", fmt.Sprintf("%q: the baseline's route for %s uses the secret %q", g.Secret, g.Host, bg.Secret), ref)
+		}
+		for _, r := range g.Repos {
+			if !slices.Contains(bg.Repos, r) {
+				c.add(c.repo.ElementPath(at+".repos", r), fmt.Sprintf("%q is not one of the baseline route's repositories (%s)", r, quoteList(bg.Repos)), ref+" repos")
+			}
+		}
+		if g.Push && !bg.Push {
+			c.add(at+".push", fmt.Sprintf("the baseline's route for %s is fetch only; the repository cannot allow push", g.Host), ref+" push false")
+		}
+	}
+	for i, h := range pc.HTTP {
+		at := fmt.Sprintf("credentials.http[%d]", i)
+		j := slices.IndexFunc(bc.HTTP, func(x policy.HTTPCredential) bool { return x.Host == h.Host })
+		if j < 0 {
+			c.add(at+".host", fmt.Sprintf("%q: the baseline has no http route for this host", h.Host), routeRef("http", bc.HTTP, func(x policy.HTTPCredential) string { return x.Host }))
+			continue
+		}
+		bh := bc.HTTP[j]
+		ref := fmt.Sprintf("credentials.http[%d] %q", j, bh.Host)
+		for _, f := range []struct{ key, got, want string }{
+			{"secret", h.Secret, bh.Secret},
+			{"header", h.Header, bh.Header},
+			{"value", h.Value, bh.Value},
+		} {
+			if f.got != f.want {
+				c.add(at+"."+f.key, fmt.Sprintf("%q: the baseline's route for %s has %s %q", f.got, h.Host, f.key, f.want), ref)
+			}
+		}
+	}
+
+	// Routes the repository dropped while it still allows their host.
+	kept := pc.Hosts()
+	for _, r := range baselineRoutes(bc) {
+		if slices.Contains(kept, r.host) || !c.allows(r.host) {
+			continue
+		}
+		c.add("credentials", fmt.Sprintf("the baseline binds %s to the secret %q; a repository that allows %s keeps that route (without it any identity could be used there)", r.host, r.secret, r.host), r.ref)
+	}
+}
+
+// allows reports whether the repository's fence lets anything reach host on
+// port 443, where the gateway reaches it.
+func (c *checker) allows(host string) bool {
+	d := policy.Destination{Kind: policy.Host, Name: host, Port: 443}
+	return slices.ContainsFunc(c.repo.Allowed, func(a policy.AllowedEntry) bool { return a.Destination.Covers(d) })
+}
+
+type baselineRoute struct{ host, secret, ref string }
+
+func baselineRoutes(bc policy.Credentials) []baselineRoute {
+	var out []baselineRoute
+	if a := bc.Anthropic; a != nil {
+		out = append(out, baselineRoute{a.Host, a.Secret, anthropicRef(a)})
+	}
+	for i, g := range bc.Git {
+		out = append(out, baselineRoute{g.Host, g.Secret, fmt.Sprintf("credentials.git[%d] %q", i, g.Host)})
+	}
+	for i, h := range bc.HTTP {
+		out = append(out, baselineRoute{h.Host, h.Secret, fmt.Sprintf("credentials.http[%d] %q", i, h.Host)})
+	}
+	return out
+}
+
+func anthropicRef(a *policy.AnthropicCredential) string {
+	return fmt.Sprintf("credentials.anthropic %q", a.Host)
+}
+
+// routeRef names the baseline's routes of one kind, for a repository route
+// to a host none of them has.
+func routeRef[T any](kind string, routes []T, host func(T) string) string {
+	if len(routes) == 0 {
+		return fmt.Sprintf("credentials (no %s route)", kind)
+	}
+	hosts := make([]string, len(routes))
+	for i, r := range routes {
+		hosts[i] = host(r)
+	}
+	return "credentials." + kind + " " + quoteList(hosts)
+}
