@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"github.com/devbox-dev/devbox/internal/secrets"
 )
@@ -110,28 +110,10 @@ func readSecret(c *cli.Context) ([]byte, error) {
 	if c.App.Reader != nil && c.App.Reader != os.Stdin {
 		return io.ReadAll(io.LimitReader(c.App.Reader, secrets.MaxSize+1))
 	}
-	fd := int(in.Fd())
-	if t, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+	if fd := int(in.Fd()); term.IsTerminal(fd) {
 		fmt.Fprint(c.App.ErrWriter, "value (not echoed, end with Enter): ")
-		quiet := *t
-		quiet.Lflag &^= unix.ECHO
-		if err := unix.IoctlSetTermios(fd, unix.TCSETS, &quiet); err != nil {
-			return nil, err
-		}
-		defer func() {
-			unix.IoctlSetTermios(fd, unix.TCSETS, t)
-			fmt.Fprintln(c.App.ErrWriter)
-		}()
-		var line []byte
-		b := make([]byte, 1)
-		for len(line) <= secrets.MaxSize {
-			n, err := in.Read(b)
-			if n == 0 || err != nil || b[0] == '\n' {
-				break
-			}
-			line = append(line, b[0])
-		}
-		return line, nil
+		defer fmt.Fprintln(c.App.ErrWriter)
+		return term.ReadPassword(fd)
 	}
 	v, err := io.ReadAll(io.LimitReader(in, secrets.MaxSize+1))
 	if err != nil {

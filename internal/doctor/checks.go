@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,13 +9,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/devbox-dev/devbox/internal/entrypoint"
-	sysmount "github.com/moby/sys/mountinfo"
 )
 
 type checker struct {
@@ -320,14 +317,10 @@ func (c *checker) mounts() {
 		c.add("read-only mounts", Warn, "", "cannot read /proc/self/mountinfo: %v", err)
 		return
 	}
-	mounts, err := sysmount.GetMountsFromReader(bytes.NewReader(b), nil)
+	ro, err := readOnlyMounts(b)
 	if err != nil {
 		c.add("read-only mounts", Warn, "", "cannot parse /proc/self/mountinfo: %v", err)
 		return
-	}
-	ro := map[string]bool{}
-	for _, m := range mounts {
-		ro[m.Mountpoint] = slices.Contains(strings.Split(m.Options, ","), "ro")
 	}
 	if c.o.IsolatedWorkspace != "" {
 		c.isolatedMode(ro)

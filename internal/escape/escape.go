@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package escape is devbox's escape suite: run inside a fenced container as
 // the agent's user, it tries every way out the fence is meant to close
 // (network, DNS, privileges, the fence's own files and daemon, the files

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command devbox-escape runs devbox's escape suite inside a fenced
 // container, as the agent's user: it tries every way out of the fence,
 // checks the allowed destinations still work, prints a table and
