@@ -54,6 +54,12 @@ By default the image is built from the repository: init writes
 				"is written in this one run (contacts the base image's registry and the npm registry; without it init never touches the network)",
 		},
 		&cli.StringFlag{
+			Name: "engine",
+			Usage: "container `ENGINE` the dev container runs on: docker, podman (rootless) or podman-rootful " +
+				"(adds runArgs " + devcontainer.PodmanRootfulRunArg + ", which rootful Podman needs; docs/runtime.md)",
+			Value: "docker",
+		},
+		&cli.StringFlag{
 			Name:  "platform",
 			Usage: "image `PLATFORM` for build mode: linux/amd64 or linux/arm64",
 			Value: "linux/" + runtime.GOARCH,
@@ -69,6 +75,7 @@ By default the image is built from the repository: init writes
 			Force:    c.Bool("force"),
 			Binary:   c.String("binary"),
 			Isolated: c.Bool("isolated"),
+			Engine:   c.String("engine"),
 		}
 		if c.NArg() == 1 {
 			opts.Root = c.Args().First()
@@ -106,7 +113,7 @@ By default the image is built from the repository: init writes
 		if err := auditBaseline(c, opts.Root); err != nil {
 			return err
 		}
-		for _, l := range devcontainer.NextStep(opts.Root, results, exec.LookPath) {
+		for _, l := range devcontainer.NextStep(opts.Root, opts.Engine, results, exec.LookPath) {
 			fmt.Fprintln(c.App.Writer, l)
 		}
 		return nil

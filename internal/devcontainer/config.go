@@ -101,6 +101,8 @@ type hostLayout struct {
 	image string
 	// isolated: the workspace is a clone in a volume (InitOptions.Isolated).
 	isolated bool
+	// podmanRootful: the engine is rootful Podman (PodmanRootfulRunArg).
+	podmanRootful bool
 	// readOnly are the git paths to mount read-only, relative to the
 	// workspace: every git directory's hooks/, config and config.worktree
 	// that exist (a bind mount of a missing path fails the start).
@@ -209,6 +211,12 @@ func configRules(p *policy.Policy, l hostLayout) []rule {
 		// profile forbids; runArgs is not a metadata property, so the
 		// profile goes here, as one element (a union keeps it whole).
 		rs = append(rs, rule{path: []string{"runArgs"}, kind: union, value: []string{SeccompRunArg}})
+	}
+	if l.podmanRootful {
+		// Added, never removed: the initializeCommand's init (without
+		// --engine) keeps it, and a user moving off rootful Podman deletes
+		// it by hand (docs/runtime.md).
+		rs = append(rs, rule{path: []string{"runArgs"}, kind: union, value: []string{PodmanRootfulRunArg}})
 	}
 	// Isolated mode: the workspace is a volume cloned from a read-only
 	// bind of the checkout (internal/isolated); back in the default mode

@@ -74,7 +74,22 @@ type InitOptions struct {
 	// it, so the Dockerfile never pins stale inputs ("" skips that check;
 	// build mode only).
 	Version string
+	// Engine is the container engine the dev container runs on (Engines);
+	// "" is docker.
+	Engine string
 }
+
+// Engines are the values of InitOptions.Engine. Docker and rootless Podman
+// need nothing in devcontainer.json; rootful Podman needs PodmanRootfulRunArg.
+var Engines = []string{"docker", "podman", "podman-rootful"}
+
+// PodmanRootfulRunArg is what rootful Podman needs in runArgs. The Dev
+// Containers CLI passes podman --userns=keep-id for any non-root
+// remoteUser, and rootful podman refuses it ("keep-id is only supported in
+// rootless mode"); the CLI puts runArgs after its own flags and podman
+// keeps the last --userns, so this one wins. Docker accepts it too (no
+// user namespace remapping), so the file still works there.
+const PodmanRootfulRunArg = "--userns=host"
 
 // Status is what init did, or would do, to one file.
 type Status string
@@ -135,6 +150,11 @@ func PlanInit(opts InitOptions) ([]FileResult, error) {
 			return nil, errors.New("init: build mode needs the Linux devbox binary to copy (--binary)")
 		}
 	}
+	switch opts.Engine {
+	case "", "docker", "podman", "podman-rootful":
+	default:
+		return nil, fmt.Errorf("--engine %q: want one of %s", opts.Engine, strings.Join(Engines, ", "))
+	}
 	dcDir := filepath.Join(opts.Root, Dir)
 	if fi, err := os.Stat(dcDir); err == nil && !fi.IsDir() {
 		return nil, fmt.Errorf("%s exists and is not a directory", dcDir)
@@ -150,7 +170,7 @@ func PlanInit(opts InitOptions) ([]FileResult, error) {
 	}
 	plan = append(plan, polRes)
 
-	l := hostLayout{image: opts.Image, isolated: opts.Isolated}
+	l := hostLayout{image: opts.Image, isolated: opts.Isolated, podmanRootful: opts.Engine == "podman-rootful"}
 	var unmountable []string
 	scan, err := gitaudit.Scan(opts.Root)
 	if err != nil {

@@ -469,19 +469,89 @@ func TestNextStep(t *testing.T) {
 		}
 	}
 	done := []FileResult{{Path: ConfigFile, Status: Created}}
-	if got := NextStep(".", []FileResult{{Path: DockerfileFile, Status: Pending}}, have("docker")); got != nil {
+	if got := NextStep(".", "docker", []FileResult{{Path: DockerfileFile, Status: Pending}}, have("docker")); got != nil {
 		t.Errorf("with a pending file: %q, want nothing (the note says what to run)", got)
 	}
-	if got := NextStep(".", []FileResult{{Path: ConfigFile, Status: Unchanged}}, have()); got != nil {
+	if got := NextStep(".", "docker", []FileResult{{Path: ConfigFile, Status: Unchanged}}, have()); got != nil {
 		t.Errorf("nothing changed (the initializeCommand's run): %q, want nothing", got)
 	}
-	if got := NextStep(".", done, have("docker")); len(got) != 1 || !strings.Contains(got[0], "devcontainer up --workspace-folder .") {
+	if got := NextStep(".", "docker", done, have("docker")); len(got) != 1 || !strings.Contains(got[0], "devcontainer up --workspace-folder .") {
 		t.Errorf("docker present: %q", got)
 	}
-	if got := NextStep(".", done, have("podman")); len(got) != 2 || !strings.Contains(got[1], "--docker-path podman") {
+	if got := NextStep(".", "docker", done, have("podman")); len(got) != 2 || !strings.Contains(got[1], "--docker-path podman") {
 		t.Errorf("podman only: %q", got)
 	}
-	if got := NextStep("/some/repo", done, have()); len(got) != 2 || !strings.Contains(got[0], "/some/repo") || !strings.Contains(got[1], "install Docker Engine") {
+	if got := NextStep("/some/repo", "docker", done, have()); len(got) != 2 || !strings.Contains(got[0], "/some/repo") || !strings.Contains(got[1], "install Docker Engine") {
 		t.Errorf("no engine: %q", got)
+	}
+}
+
+// TestInitEnginePodmanRootful: --engine podman-rootful adds the one runArg
+// rootful Podman needs; an init without --engine (the initializeCommand's)
+// keeps it; docker and rootless podman write the same file; a bad engine
+// is an error naming the flag.
+func TestInitEnginePodmanRootful(t *testing.T) {
+	runArgs := func(root string) []string {
+		std, err := hujson.Standardize(read(t, root, ConfigFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg struct{ RunArgs []string }
+		if err := json.Unmarshal(std, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		return cfg.RunArgs
+	}
+	docker, podman := t.TempDir(), t.TempDir()
+	for root, engine := range map[string]string{docker: "docker", podman: "podman"} {
+		opts := buildOpts(t, root)
+		opts.Engine = engine
+		if _, err := Init(opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(read(t, docker, ConfigFile), read(t, podman, ConfigFile)) || slices.Contains(runArgs(podman), PodmanRootfulRunArg) {
+		t.Errorf("rootless podman's devcontainer.json differs from docker's, or has %s: %q", PodmanRootfulRunArg, runArgs(podman))
+	}
+
+	root := t.TempDir()
+	opts := buildOpts(t, root)
+	opts.Engine = "podman-rootful"
+	if _, err := Init(opts); err != nil {
+		t.Fatal(err)
+	}
+	if got := runArgs(root); !slices.Contains(got, PodmanRootfulRunArg) {
+		t.Fatalf("--engine podman-rootful: runArgs %q lack %s", got, PodmanRootfulRunArg)
+	}
+	opts.Engine = ""
+	rs, err := Init(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := statuses(rs)[ConfigFile]; st != Unchanged || !slices.Contains(runArgs(root), PodmanRootfulRunArg) {
+		t.Errorf("init without --engine after podman-rootful: %s, runArgs %q; want it unchanged", st, runArgs(root))
+	}
+
+	opts.Engine = "lxc"
+	if _, err := Init(opts); err == nil || !strings.Contains(err.Error(), `--engine "lxc"`) {
+		t.Errorf("--engine lxc: %v, want an error naming the flag", err)
+	}
+}
+
+func TestNextStepPodman(t *testing.T) {
+	done := []FileResult{{Path: ConfigFile, Status: Created}}
+	podmanOnly := func(n string) (string, error) {
+		if n == "podman" {
+			return "/usr/bin/podman", nil
+		}
+		return "", os.ErrNotExist
+	}
+	for _, engine := range []string{"podman", "podman-rootful"} {
+		if got := NextStep(".", engine, done, podmanOnly); len(got) != 1 || !strings.Contains(got[0], "devcontainer up --docker-path podman --workspace-folder .") {
+			t.Errorf("engine %s: %q", engine, got)
+		}
+	}
+	if got := NextStep(".", "docker", done, podmanOnly); len(got) != 2 || !strings.Contains(got[1], "--engine podman-rootful") {
+		t.Errorf("engine docker, podman only: %q", got)
 	}
 }
