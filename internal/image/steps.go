@@ -332,6 +332,12 @@ func Steps(spec Spec) ([]Step, error) {
 		fmt.Sprintf("groupadd --system --gid %d %s", layout.DNSUID, layout.DNSUser),
 		fmt.Sprintf("useradd --system --uid %d --gid %d --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin %s",
 			layout.DNSUID, layout.DNSUID, layout.DNSUser),
+		// The name gate runs by uid whether or not the account exists;
+		// the account gives it a name in ps and keeps the uid from being
+		// handed to anything else.
+		fmt.Sprintf("groupadd --system --gid %d %s", layout.GateUID, layout.GateUser),
+		fmt.Sprintf("useradd --system --uid %d --gid %d --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin %s",
+			layout.GateUID, layout.GateUID, layout.GateUser),
 		fmt.Sprintf("getent group %d >/dev/null || groupadd --gid %d %s", u.GID, u.GID, u.Name),
 		fmt.Sprintf("useradd --uid %d --gid %d --create-home --home-dir %s --shell /bin/bash %s", u.UID, u.GID, home, u.Name),
 		// The toolchain caches, the user's from the start, so npm, pip and

@@ -36,6 +36,8 @@ RUN set -eu; \
     rm -rf /etc/sudoers /etc/sudoers.d; \
     groupadd --system --gid 998 devbox-dns; \
     useradd --system --uid 998 --gid 998 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin devbox-dns; \
+    groupadd --system --gid 997 devbox-gate; \
+    useradd --system --uid 997 --gid 997 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin devbox-gate; \
     getent group 1000 >/dev/null || groupadd --gid 1000 dev; \
     useradd --uid 1000 --gid 1000 --create-home --home-dir /home/dev --shell /bin/bash dev; \
     mkdir -p /home/dev/.cache /home/dev/.npm /home/dev/go && chown 1000:1000 /home/dev/.cache /home/dev/.npm /home/dev/go; \
