@@ -11,8 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/devbox-dev/devbox/internal/layout"
 )
 
 // TestInstallRejectsBadOptions runs install.sh with hostile option values:
@@ -133,5 +136,26 @@ func TestInstallLikeTheCLI(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, "pwned")); err == nil {
 			t.Errorf("%s: a metacharacter ran a command", tt.name)
 		}
+	}
+}
+
+// TestInstallAccounts: install.sh is shell, so it cannot import
+// internal/layout; its account list must equal layout's, the one source of
+// the daemons' names and uids.
+func TestInstallAccounts(t *testing.T) {
+	src, err := os.ReadFile("src/devbox/install.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^for acct in ([^;]*); do$`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("install.sh has no `for acct in …; do` account list")
+	}
+	want := fmt.Sprintf("%s:%d %s:%d %s:%d", layout.DNSUser, layout.DNSUID, layout.GateUser, layout.GateUID, layout.GatewayUser, layout.GatewayUID)
+	if got := string(m[1]); got != want {
+		t.Errorf("install.sh creates the accounts %q, internal/layout has %q", got, want)
+	}
+	if out, err := exec.Command("sh", "-n", "src/devbox/install.sh").CombinedOutput(); err != nil {
+		t.Errorf("sh -n install.sh: %v\n%s", err, out)
 	}
 }

@@ -167,12 +167,31 @@ fi
 # Copied out of the temporary folder, which the CLI deletes after this step.
 install -m 0755 -o root -g root "$here/payload/$bin" /usr/local/bin/devbox
 
-# --- the DNS filter's user, the policy -----------------------------------
-if ! getent passwd devbox-dns >/dev/null; then
-	groupadd --system --gid 998 devbox-dns 2>/dev/null || addgroup --system --gid 998 devbox-dns
-	useradd --system --uid 998 --gid 998 --no-create-home --shell /usr/sbin/nologin devbox-dns 2>/dev/null ||
-		adduser --system --uid 998 --ingroup devbox-dns --no-create-home --shell /usr/sbin/nologin devbox-dns
-fi
+# --- the daemons' accounts, the policy -------------------------------------
+# Each enforcing daemon runs under its own fixed uid, which the rules match
+# by owner: the DNS filter, the name gate, the credential gateway. These
+# are internal/layout's accounts (TestInstallAccounts keeps them equal). A
+# uid or gid another account already holds would share the daemon's
+# exemptions with it: fail the build instead.
+for acct in devbox-dns:998 devbox-gate:997 devbox-gateway:996; do
+	name=${acct%:*}
+	id=${acct#*:}
+	if getent passwd "$name" >/dev/null; then
+		[ "$(getent passwd "$name" | cut -d: -f3)" = "$id" ] || die "the image has a user $name whose uid is not $id"
+		continue
+	fi
+	if other=$(getent passwd "$id"); then
+		die "uid $id is taken by ${other%%:*}: devbox runs its $name daemon as uid $id"
+	fi
+	if ! getent group "$name" >/dev/null; then
+		if other=$(getent group "$id"); then
+			die "gid $id is taken by the group ${other%%:*}: devbox needs it for $name"
+		fi
+		groupadd --system --gid "$id" "$name" 2>/dev/null || addgroup --system --gid "$id" "$name"
+	fi
+	useradd --system --uid "$id" --gid "$id" --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$name" 2>/dev/null ||
+		adduser --system --uid "$id" --ingroup "$name" --no-create-home --home /nonexistent --shell /usr/sbin/nologin "$name"
+done
 install -d -m 0755 /etc/devbox /var/log/devbox
 
 json_list() { # comma-separated → JSON string list (values validated above)
