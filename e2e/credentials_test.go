@@ -274,6 +274,22 @@ git fetch -q origin`
 		}
 	})
 
+	t.Run("accounts", func(t *testing.T) {
+		// The daemons run by uid; the image names each uid, so no other
+		// account can be given one of them.
+		out := e.d.Run(t, "exec", id, "getent", "passwd", layout.DNSUser, layout.GateUser, layout.GatewayUser)
+		for _, want := range []string{
+			fmt.Sprintf("%s:x:%d:%d:", layout.DNSUser, layout.DNSUID, layout.DNSUID),
+			fmt.Sprintf("%s:x:%d:%d:", layout.GateUser, layout.GateUID, layout.GateUID),
+			fmt.Sprintf("%s:x:%d:%d:", layout.GatewayUser, layout.GatewayUID, layout.GatewayUID),
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the image's passwd lacks %q:\n%s", want, out)
+			}
+		}
+		t.Logf("getent passwd:\n%s", out)
+	})
+
 	t.Run("doctor", func(t *testing.T) {
 		outS, _ := agentPlain("devbox", "doctor", "--json")
 		out := []byte(outS)
