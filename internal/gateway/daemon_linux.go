@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
 	"github.com/devbox-dev/devbox/internal/daemonpid"
 	"github.com/devbox-dev/devbox/internal/layout"
 )
