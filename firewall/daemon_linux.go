@@ -5,7 +5,6 @@ package firewall
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -34,40 +33,16 @@ const (
 // is stopped first. The daemon's config copy and pidfile live in
 // cfg.StateDir, owned by root; its stderr goes to StateDir/dns.err.
 func StartDNS(ctx context.Context, cfg Config, opts DaemonOptions) (int, error) {
-	if len(opts.Command) == 0 {
-		return 0, errors.New("firewall: StartDNS needs DaemonOptions.Command")
-	}
 	cfg = cfg.WithDefaults()
-	if opts.UID == 0 && opts.GID == 0 {
-		opts.UID, opts.GID = layout.DNSUID, layout.DNSUID
-	}
-	if opts.Wait == 0 {
-		opts.Wait = 5 * time.Second
+	opts, err := opts.withDefaults("StartDNS", layout.DNSUID)
+	if err != nil {
+		return 0, err
 	}
 	if err := StopDNS(cfg); err != nil {
 		return 0, err
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return 0, fmt.Errorf("firewall: %w", err)
-	}
-	raw, _ := json.MarshalIndent(cfg, "", "  ")
-	cfgPath := filepath.Join(cfg.StateDir, daemonConfigFile)
-	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
-		return 0, fmt.Errorf("firewall: write daemon config: %w", err)
-	}
-	errPath := filepath.Join(cfg.StateDir, daemonErrFile)
-	// O_APPEND, so that after the daemon empties the file (it bounds it,
-	// see rotatingFile) every writer of the shared descriptor starts again
-	// at offset 0 instead of leaving a hole.
-	errFile, err := os.OpenFile(errPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
-	if err != nil {
-		return 0, fmt.Errorf("firewall: %w", err)
-	}
-	defer errFile.Close()
-	// The rotated copies are created here, by root, for the daemon's user:
-	// it cannot create files in the root-owned directories.
-	if err := handOver(errPath+".1", opts); err != nil {
-		return 0, err
 	}
 	// The hit counters restart with each filter: the policy, so the
 	// entries counted, may have changed.
@@ -101,35 +76,93 @@ func StartDNS(ctx context.Context, cfg Config, opts DaemonOptions) (int, error) 
 		}
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(cfg.DNSPort)))
+	return startDaemon(ctx, cfg, opts, daemon{
+		name:       "DNS filter",
+		configFile: daemonConfigFile,
+		pidFile:    daemonPIDFile,
+		errFile:    daemonErrFile,
+		caps:       []uintptr{unix.CAP_NET_ADMIN},
+		ready: func(ctx context.Context, _ int) error {
+			_, err := QueryHealth(ctx, addr)
+			return err
+		},
+	})
+}
+
+// withDefaults fills in the daemon's account (uid, its own group) and the
+// wait, and checks the command that runs it.
+func (o DaemonOptions) withDefaults(caller string, uid int) (DaemonOptions, error) {
+	if len(o.Command) == 0 {
+		return o, fmt.Errorf("firewall: %s needs DaemonOptions.Command", caller)
+	}
+	if o.UID == 0 && o.GID == 0 {
+		o.UID, o.GID = uid, uid
+	}
+	if o.Wait == 0 {
+		o.Wait = 5 * time.Second
+	}
+	return o, nil
+}
+
+// daemon is what differs between the firewall's daemons (the DNS filter,
+// the name gate) for startDaemon.
+type daemon struct {
+	name                         string // for errors
+	configFile, pidFile, errFile string // under Config.StateDir
+	caps                         []uintptr
+	// ready reports whether the process pid answers its health query.
+	ready func(ctx context.Context, pid int) error
+}
+
+// startDaemon writes the daemon's copy of cfg and its stderr file to
+// cfg.StateDir and starts it (daemonpid.Start) as opts says, with "--config
+// FILE" after opts.Command.
+func startDaemon(ctx context.Context, cfg Config, opts DaemonOptions, d daemon) (int, error) {
+	raw, _ := json.MarshalIndent(cfg, "", "  ")
+	cfgPath := filepath.Join(cfg.StateDir, d.configFile)
+	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
+		return 0, fmt.Errorf("firewall: write %s config: %w", d.name, err)
+	}
+	errPath := filepath.Join(cfg.StateDir, d.errFile)
+	// O_APPEND, so that after the daemon empties the file (it bounds it,
+	// see rotatingFile) every writer of the shared descriptor starts again
+	// at offset 0 instead of leaving a hole.
+	errFile, err := os.OpenFile(errPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, fmt.Errorf("firewall: %w", err)
+	}
+	defer errFile.Close()
+	// The file and its rotated copy are given to the daemon's user here,
+	// by root: it cannot create files in the root-owned directories.
+	for _, p := range []string{errPath, errPath + ".1"} {
+		if err := handOver(p, opts); err != nil {
+			return 0, err
+		}
+	}
 	pid, err := daemonpid.Start(ctx, daemonpid.Spec{
-		Name:    "DNS filter",
+		Name:    d.name,
 		Argv:    append(append([]string(nil), opts.Command...), "--config", cfgPath),
 		Env:     opts.Env,
 		UID:     opts.UID,
 		GID:     opts.GID,
-		Caps:    []uintptr{unix.CAP_NET_ADMIN},
+		Caps:    d.caps,
 		Output:  errFile,
-		PIDFile: filepath.Join(cfg.StateDir, daemonPIDFile),
+		PIDFile: filepath.Join(cfg.StateDir, d.pidFile),
 		Wait:    opts.Wait,
-		Ready: func(ctx context.Context, _ int) error {
+		Ready: func(ctx context.Context, pid int) error {
 			hctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			defer cancel()
-			_, err := QueryHealth(hctx, addr)
-			return err
+			return d.ready(hctx, pid)
 		},
-		Tail: func() string { return readTrimmed(errPath) },
+		Tail: func() string {
+			msg, _ := os.ReadFile(errPath)
+			return strings.TrimSpace(string(msg))
+		},
 	})
 	if err != nil {
 		return 0, fmt.Errorf("firewall: %w", err)
 	}
 	return pid, nil
-}
-
-// readTrimmed is a daemon's stderr file, for the error when it exits
-// before it answers.
-func readTrimmed(path string) string {
-	msg, _ := os.ReadFile(path)
-	return strings.TrimSpace(string(msg))
 }
 
 // handOver creates path if missing (keeping its contents) and gives it to

@@ -4,8 +4,6 @@ package firewall
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,48 +34,21 @@ func StartGate(ctx context.Context, cfg Config, opts DaemonOptions) (int, error)
 	if !cfg.Gate {
 		return 0, nil
 	}
-	if len(opts.Command) == 0 {
-		return 0, errors.New("firewall: StartGate needs DaemonOptions.Command")
-	}
-	if opts.UID == 0 && opts.GID == 0 {
-		opts.UID, opts.GID = layout.GateUID, layout.GateUID
-	}
-	if opts.Wait == 0 {
-		opts.Wait = 5 * time.Second
+	opts, err := opts.withDefaults("StartGate", layout.GateUID)
+	if err != nil {
+		return 0, err
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return 0, fmt.Errorf("firewall: %w", err)
 	}
-	raw, _ := json.MarshalIndent(cfg, "", "  ")
-	cfgPath := filepath.Join(cfg.StateDir, gateConfigFile)
-	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
-		return 0, fmt.Errorf("firewall: write gate config: %w", err)
-	}
-	errPath := filepath.Join(cfg.StateDir, gateErrFile)
-	errFile, err := os.OpenFile(errPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
-	if err != nil {
-		return 0, fmt.Errorf("firewall: %w", err)
-	}
-	defer errFile.Close()
-	for _, p := range []string{errPath, errPath + ".1"} {
-		if err := handOver(p, opts); err != nil {
-			return 0, err
-		}
-	}
 	addr := gateAddr(cfg)
-	pid, err := daemonpid.Start(ctx, daemonpid.Spec{
-		Name:    "name gate",
-		Argv:    append(append([]string(nil), opts.Command...), "--config", cfgPath),
-		Env:     opts.Env,
-		UID:     opts.UID,
-		GID:     opts.GID,
-		Output:  errFile,
-		PIDFile: filepath.Join(cfg.StateDir, gatePIDFile),
-		Wait:    opts.Wait,
-		Ready: func(ctx context.Context, pid int) error {
-			hctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			defer cancel()
-			h, err := QueryGateHealth(hctx, addr)
+	return startDaemon(ctx, cfg, opts, daemon{
+		name:       "name gate",
+		configFile: gateConfigFile,
+		pidFile:    gatePIDFile,
+		errFile:    gateErrFile,
+		ready: func(ctx context.Context, pid int) error {
+			h, err := QueryGateHealth(ctx, addr)
 			if err == nil && h.PID != pid {
 				// The port is taken by another gate (or a gate of an
 				// earlier start that outlived its pidfile).
@@ -85,12 +56,7 @@ func StartGate(ctx context.Context, cfg Config, opts DaemonOptions) (int, error)
 			}
 			return err
 		},
-		Tail: func() string { return readTrimmed(errPath) },
 	})
-	if err != nil {
-		return 0, fmt.Errorf("firewall: %w", err)
-	}
-	return pid, nil
 }
 
 // GatePID returns the pid in the gate's pidfile and whether that process is
