@@ -146,11 +146,7 @@ func TestInitLocked(t *testing.T) {
 	reg := devboxtest.NewRegistry(t)
 	devboxtest.PushRandom(t, reg+"/base:one")
 	root := t.TempDir()
-	bin := filepath.Join(t.TempDir(), "devbox")
-	hdr := make([]byte, 64)
-	copy(hdr, "\x7fELF\x02\x01\x01")
-	hdr[18] = 62 // EM_X86_64
-	os.WriteFile(bin, hdr, 0o755)
+	bin := fakeLinuxBinary(t)
 	opts := devcontainer.InitOptions{Root: root, Binary: bin, Platform: "linux/amd64", Version: "1.0.0-test"}
 	// Without a lock the build files wait.
 	first, err := devcontainer.PlanInit(opts)
@@ -182,11 +178,7 @@ func TestInitLocked(t *testing.T) {
 // devcontainer.json unpatched, no policy, no binary, no Dockerfile.
 func TestInitLockedFailsClean(t *testing.T) {
 	root := t.TempDir()
-	bin := filepath.Join(t.TempDir(), "devbox")
-	hdr := make([]byte, 64)
-	copy(hdr, "\x7fELF\x02\x01\x01")
-	hdr[18] = 62 // EM_X86_64
-	os.WriteFile(bin, hdr, 0o755)
+	bin := fakeLinuxBinary(t)
 	dc := filepath.Join(root, devcontainer.Dir)
 	os.MkdirAll(dc, 0o755)
 	user := []byte("// mine\n{\"name\": \"app\"}\n")
@@ -227,4 +219,17 @@ func TestInitLockedFailsClean(t *testing.T) {
 	if ents, _ := os.ReadDir(empty); len(ents) != 0 {
 		t.Errorf("empty repository holds %v after a failed init", ents)
 	}
+}
+
+// fakeLinuxBinary is an ELF header for linux/amd64: all init checks of the
+// devbox binary it copies.
+func fakeLinuxBinary(t *testing.T) string {
+	bin := filepath.Join(t.TempDir(), "devbox")
+	hdr := make([]byte, 64)
+	copy(hdr, "\x7fELF\x02\x01\x01")
+	hdr[18] = 62 // EM_X86_64
+	if err := os.WriteFile(bin, hdr, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
