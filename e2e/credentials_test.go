@@ -139,10 +139,7 @@ func TestCredentials(t *testing.T) {
 		return string(out), err
 	}
 	// agentPlain runs it as the same user with `docker exec`: no login
-	// shell, so no login banner, whose `devbox doctor --quiet` makes the
-	// gateway handshake with each protected host. The checks that nothing
-	// reached the world use it, so every connection the world sees would
-	// be the attempt's.
+	// shell, and much faster.
 	agentPlain := func(args ...string) (string, error) {
 		a := []string{"exec", "-u", "dev", "-w", "/home/dev"}
 		for _, kv := range append([]string{"HOME=/home/dev"}, agentEnv...) {
@@ -219,6 +216,20 @@ git fetch -q origin`
 			t.Error("the unlisted repository got the commit")
 		}
 		t.Logf("git push to git.test/evil/exfil: refused, nothing reached the world:\n%s", strings.TrimSpace(out))
+	})
+
+	t.Run("login shell", func(t *testing.T) {
+		// The login banner's `devbox doctor --quiet` asks the gateway for
+		// its routes without the upstream handshakes: a shell opens no
+		// connection to a protected host.
+		before := conns()
+		if out, err := agent("true"); err != nil {
+			t.Fatalf("devcontainer exec true: %v\n%s", err, out)
+		}
+		if after := conns(); after != before {
+			t.Errorf("a login shell (devcontainer exec) opened %d connections to the protected host", after-before)
+		}
+		t.Logf("devcontainer exec (login shell, banner runs devbox doctor --quiet): %d new connections to the world", conns()-before)
 	})
 
 	t.Run("direct TCP to the protected host", func(t *testing.T) {

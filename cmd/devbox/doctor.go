@@ -45,10 +45,13 @@ The exit status is 1 when something that should be enforced is not.`,
 		var routes func(context.Context) ([]doctor.Route, error)
 		if p, err := policy.Load(c.String("policy")); err == nil && !p.Credentials.IsZero() {
 			routes = func(ctx context.Context) ([]doctor.Route, error) {
-				rs, err := gateway.QueryRoutes(ctx, layout.GatewayAddr)
+				// --quiet (the login banner) reports only what is not
+				// enforced: no handshake with each upstream at every login.
+				rs, err := gateway.QueryRoutes(ctx, layout.GatewayAddr, !c.Bool("quiet"))
 				var out []doctor.Route
 				for _, r := range rs {
-					out = append(out, doctor.Route{Route: r.Route, Host: r.Host, Secret: r.Secret, SecretSet: r.SecretSet, Upstream: r.Upstream})
+					out = append(out, doctor.Route{Route: r.Route, Host: r.Host, Secret: r.Secret, SecretSet: r.SecretSet,
+						Upstream: r.Upstream, UpstreamSkipped: r.UpstreamSkipped})
 				}
 				return out, err
 			}

@@ -475,6 +475,8 @@ func (c *checker) credentials(ctx context.Context) {
 		case !r.SecretSet:
 			c.add(check, Warn, fmt.Sprintf("from the host: docker exec -i -u root CONTAINER devbox secret set %s", r.Secret),
 				"secret %q is not set: requests get 503; direct access %s", r.Secret, direct)
+		case r.UpstreamSkipped:
+			c.add(check, OK, "", "secret %q set, upstream not checked, direct access %s", r.Secret, direct)
 		case r.Upstream != "":
 			c.add(check, Warn, "check network.allow and the DNS filter (`devbox firewall log`), and that the host presents a certificate the system trusts",
 				"secret %q set, but the gateway cannot reach %s:443: %s; direct access %s", r.Secret, r.Host, r.Upstream, direct)

@@ -110,6 +110,9 @@ type Route struct {
 	// Upstream is "" when the gateway completed a verified TLS handshake
 	// with the host, else why not.
 	Upstream string
+	// UpstreamSkipped is true when the gateway was asked not to try
+	// (doctor --quiet); Upstream then says nothing.
+	UpstreamSkipped bool
 }
 
 // Run performs every check.

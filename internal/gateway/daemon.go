@@ -124,11 +124,16 @@ type LaunchOptions struct {
 	Start     StartOptions
 }
 
-// QueryRoutes asks the gateway at addr for its routes' state.
-func QueryRoutes(ctx context.Context, addr string) ([]RouteStatus, error) {
+// QueryRoutes asks the gateway at addr for its routes' state, with the
+// upstream handshakes when handshake is set (see SkipUpstream).
+func QueryRoutes(ctx context.Context, addr string, handshake bool) ([]RouteStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+RoutesPath, nil)
+	u := "http://" + addr + RoutesPath
+	if !handshake {
+		u += "?" + SkipUpstream
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	c := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 	resp, err := c.Do(req)
 	if err != nil {

@@ -57,8 +57,15 @@ const (
 	// RoutesPath answers each route's state as JSON ([]RouteStatus), for
 	// doctor: whether its secret is set (never the value nor a
 	// fingerprint) and whether the upstream completes a verified TLS
-	// handshake. Anyone in the container may ask.
+	// handshake. Anyone in the container may ask. With the query
+	// SkipUpstream the handshakes are left out.
 	RoutesPath = "/_devbox/routes"
+	// SkipUpstream is the RoutesPath query that leaves the upstream
+	// handshakes out: the login banner's `devbox doctor --quiet` runs at
+	// every login shell and reports only what is not enforced, which the
+	// upstream's reachability is not; without it every shell would open a
+	// TLS connection to each protected host, and wait for a slow one.
+	SkipUpstream = "upstream=skip"
 )
 
 // RouteStatus is one route as the gateway sees it.
@@ -71,6 +78,9 @@ type RouteStatus struct {
 	// Upstream is "" when a TLS handshake with the host (certificate
 	// verified, nothing sent) succeeded, else why not.
 	Upstream string `json:"upstream,omitempty"`
+	// UpstreamSkipped is true when no handshake was tried (SkipUpstream):
+	// Upstream then says nothing.
+	UpstreamSkipped bool `json:"upstreamSkipped,omitempty"`
 }
 
 // Gateway is the credential gateway's handler.
@@ -165,8 +175,9 @@ func rewrite(pr *httputil.ProxyRequest) {
 	t.set(pr.Out.Header)
 }
 
-// Routes reports every route's secret and upstream.
-func (g *Gateway) Routes(ctx context.Context) []RouteStatus {
+// Routes reports every route's secret and, when handshake is set, whether
+// its upstream completes a verified TLS handshake.
+func (g *Gateway) Routes(ctx context.Context, handshake bool) []RouteStatus {
 	var out []RouteStatus
 	if a := g.creds.Anthropic; a != nil {
 		out = append(out, RouteStatus{Route: "anthropic", Host: a.Host, Secret: a.Secret})
@@ -180,6 +191,10 @@ func (g *Gateway) Routes(ctx context.Context) []RouteStatus {
 	for i := range out {
 		_, err := g.secrets.Secret(out[i].Secret)
 		out[i].SecretSet = err == nil
+		if !handshake {
+			out[i].UpstreamSkipped = true
+			continue
+		}
 		out[i].Upstream = g.handshake(ctx, out[i].Host)
 	}
 	return out
@@ -232,7 +247,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == RoutesPath {
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(g.Routes(r.Context()))
+		json.NewEncoder(w).Encode(g.Routes(r.Context(), r.URL.RawQuery != SkipUpstream))
 		return
 	}
 	// A request line in absolute form (a client using the gateway as a

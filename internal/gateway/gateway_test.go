@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -448,4 +449,32 @@ func streamWithLateBody(url string) error {
 		return fmt.Errorf("stream after the first event: %q, %v; want the whole body echoed and message_stop", rest, err)
 	}
 	return nil
+}
+
+// TestRoutesSkipUpstream: the routes' state with a verified handshake per
+// upstream, and with SkipUpstream (the login banner) none at all: no
+// connection leaves the gateway.
+func TestRoutesSkipUpstream(t *testing.T) {
+	u := newUpstreams(t)
+	var conns atomic.Int32
+	u.serve(t, "api.anthropic.test", http.NotFoundHandler())
+	tr := u.transport()
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conns.Add(1)
+		return dial(ctx, network, addr)
+	}
+	creds := policy.Credentials{Anthropic: &policy.AnthropicCredential{Secret: "anthropic", Host: "api.anthropic.test"}}
+	g := httptest.NewServer(New(creds, &memSecrets{m: map[string]string{"anthropic": apiKey}}, WithTransport(tr)))
+	t.Cleanup(g.Close)
+	addr := strings.TrimPrefix(g.URL, "http://")
+
+	rs, err := QueryRoutes(context.Background(), addr, false)
+	if err != nil || len(rs) != 1 || !rs[0].SecretSet || !rs[0].UpstreamSkipped || conns.Load() != 0 {
+		t.Fatalf("routes without handshake: %+v, %v; %d upstream connections, want 0", rs, err, conns.Load())
+	}
+	rs, err = QueryRoutes(context.Background(), addr, true)
+	if err != nil || len(rs) != 1 || rs[0].UpstreamSkipped || rs[0].Upstream != "" || conns.Load() != 1 {
+		t.Fatalf("routes with handshake: %+v, %v; %d upstream connections, want 1", rs, err, conns.Load())
+	}
 }
