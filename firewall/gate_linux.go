@@ -42,6 +42,7 @@ type gate struct {
 	cfg    Config
 	binds  *bindClient
 	dialer net.Dialer
+	pipes  *pipePool
 	errw   io.Writer
 
 	accepted, passed, refused, active, dialErrors atomic.Int64
@@ -89,12 +90,17 @@ func RunGate(ctx context.Context, cfg Config) error {
 		cfg:    cfg,
 		binds:  newBindClient(bindSocketPath(cfg)),
 		dialer: net.Dialer{Timeout: 10 * time.Second},
+		pipes:  newPipePool(32),
 		errw:   boundedStderr(),
 	}
+	// The accepted sockets' peers are local processes, whose end the
+	// kernel reports: no keep-alive probes (and no four setsockopt calls
+	// per connection) on them. The dialed side keeps the default.
+	lc := net.ListenConfig{KeepAlive: -1}
 	var ls []*net.TCPListener
 	for _, host := range []string{"127.0.0.1", "::1"} {
 		addr := net.JoinHostPort(host, strconv.Itoa(int(cfg.GatePort)))
-		l, err := net.Listen("tcp", addr)
+		l, err := lc.Listen(ctx, "tcp", addr)
 		if err != nil {
 			if host == "::1" {
 				// No IPv6 in the container: no IPv6 to redirect either.
@@ -185,15 +191,15 @@ func (g *gate) handle(c *net.TCPConn) {
 		c.Close()
 		return
 	}
-	splice(c, upc)
+	g.splice(c, upc)
 }
 
-// splice copies both ways until both are done. io.Copy between two
-// *net.TCPConn uses splice(2): the payload never enters user space.
-func splice(a, b *net.TCPConn) {
+// splice copies both ways until both are done, with splice(2): the
+// payload never enters user space.
+func (g *gate) splice(a, b *net.TCPConn) {
 	done := make(chan struct{})
 	half := func(dst, src *net.TCPConn) {
-		if _, err := io.Copy(dst, src); err != nil {
+		if err := g.pipes.spliceCopy(dst, src); err != nil {
 			a.Close()
 			b.Close()
 			return

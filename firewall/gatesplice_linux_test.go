@@ -1,0 +1,93 @@
+//go:build linux
+
+package firewall
+
+import (
+	"bytes"
+	"crypto/rand"
+	"io"
+	"net"
+	"testing"
+)
+
+// tcpPair returns both ends of one loopback TCP connection.
+func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
+	t.Helper()
+	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.DialTCP("tcp", nil, l.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.AcceptTCP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); s.Close() })
+	return c, s
+}
+
+// TestGateSplice runs the gate's data path between a client and a server
+// pair: both directions carry their bytes intact and in order, a client's
+// half-close reaches the server while the answer still flows, and the
+// pipes go back to the pool empty.
+func TestGateSplice(t *testing.T) {
+	client, gateIn := tcpPair(t)
+	gateOut, server := tcpPair(t)
+	g := &gate{pipes: newPipePool(4)}
+	spliced := make(chan struct{})
+	go func() { g.splice(gateIn, gateOut); close(spliced) }()
+
+	up := make([]byte, 3<<20+17)
+	down := make([]byte, 9<<20+5)
+	rand.Read(up)
+	rand.Read(down)
+	go func() {
+		client.Write(up)
+		client.CloseWrite()
+	}()
+	got := make(chan []byte)
+	go func() {
+		b, _ := io.ReadAll(server) // ends at the client's half-close
+		server.Write(down)
+		server.CloseWrite()
+		got <- b
+	}()
+	gotDown, err := io.ReadAll(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotUp := <-got; !bytes.Equal(gotUp, up) {
+		t.Errorf("server got %d bytes, not the %d the client sent", len(gotUp), len(up))
+	}
+	if !bytes.Equal(gotDown, down) {
+		t.Errorf("client got %d bytes, not the %d the server sent", len(gotDown), len(down))
+	}
+	<-spliced
+	if n := len(g.pipes.free); n == 0 || n > 2 {
+		t.Errorf("%d pipes back in the pool, want 1 or 2", n)
+	}
+}
+
+// TestGateSpliceReset: a reset on one side ends both.
+func TestGateSpliceReset(t *testing.T) {
+	client, gateIn := tcpPair(t)
+	gateOut, server := tcpPair(t)
+	g := &gate{pipes: newPipePool(4)}
+	spliced := make(chan struct{})
+	go func() { g.splice(gateIn, gateOut); close(spliced) }()
+	client.Write([]byte("hello"))
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(server, buf); err != nil || string(buf) != "hello" {
+		t.Fatalf("server read %q, %v", buf, err)
+	}
+	server.SetLinger(0)
+	server.Close()
+	<-spliced
+	if _, err := client.Read(buf); err == nil {
+		t.Error("client still open after the server's reset")
+	}
+}
