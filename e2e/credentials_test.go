@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,6 +58,11 @@ func TestCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// `devbox lock` (here and in the initializeCommand) reads the pins
+	// from a loopback registry; only the image build fetches the tarball,
+	// from the pinned npm URL, checked against the pinned sha512.
+	npm, npmHits := npmFromLock(t, lock)
+	t.Setenv("npm_config_registry", npm)
 	apiKey := "sk-ant-api03-" + randHex(16)
 	gitToken := "ghp_" + randHex(16)
 	secretBytes := []string{apiKey, gitToken, strings.TrimPrefix(apiKey, "sk-ant-api03-"), strings.TrimPrefix(gitToken, "ghp_")}
@@ -83,6 +91,10 @@ func TestCredentials(t *testing.T) {
 	w.mounts = []string{"source=" + filepath.Join(worldDir, "ca.pem") + ",target=" + testCAPath + ",type=bind,readonly"}
 
 	repo := repoWithPolicy(t, e, w, "", credentialsPolicy(e, lock.ClaudeCode.Version))
+	if l, err := policy.ReadLock(filepath.Join(repo, ".devcontainer", "devbox.lock.json")); err != nil || npmHits.Load() == 0 ||
+		l.ClaudeCode.Platforms["linux/amd64"] != lock.ClaudeCode.Platforms["linux/amd64"] {
+		t.Fatalf("the repository's lock (%v, %d requests to the loopback registry) does not pin Claude Code as %s does", err, npmHits.Load(), "features/claude-code.lock.json")
+	}
 	upStart := time.Now()
 	id := devcontainerUp(t, e, repo)
 	requireFenced(t, e.d, id, "")
@@ -334,6 +346,33 @@ git fetch -q origin`
 		}
 	}
 	t.Logf("%d outputs the agent got, none with the secrets' bytes; TestCredentials took %.1f s", len(outputs), time.Since(start).Seconds())
+}
+
+// npmFromLock is an npm registry on loopback answering the version
+// documents of the Claude Code packages lock pins (tarball URL and sha512
+// integrity), and 404 for anything else.
+func npmFromLock(t *testing.T, lock *policy.Lock) (string, *atomic.Int32) {
+	t.Helper()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		// /@scope%2fname/VERSION
+		parts := strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/")
+		if len(parts) == 2 && parts[1] == lock.ClaudeCode.Version {
+			for _, pkg := range lock.ClaudeCode.Platforms {
+				if strings.EqualFold(parts[0], strings.Replace(pkg.Package, "/", "%2f", 1)) {
+					json.NewEncoder(w).Encode(map[string]any{
+						"name": pkg.Package, "version": lock.ClaudeCode.Version,
+						"dist": map[string]string{"integrity": pkg.Integrity, "tarball": pkg.Tarball},
+					})
+					return
+				}
+			}
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/", &hits
 }
 
 // tail1 is the last line of out, trimmed, for a log line.
