@@ -1,0 +1,114 @@
+//go:build linux
+
+package firewall
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"net"
+	"testing"
+	"time"
+)
+
+// clientHello returns the first flight of a crypto/tls client asking for
+// name (post-quantum key share included, as today's clients send).
+func clientHello(tb testing.TB, name string) []byte {
+	a, b := net.Pipe()
+	go tls.Client(a, &tls.Config{ServerName: name}).Handshake()
+	var hdr [5]byte
+	if _, err := b.Read(hdr[:]); err != nil {
+		tb.Fatal(err)
+	}
+	body := make([]byte, int(hdr[3])<<8|int(hdr[4]))
+	if _, err := bufio.NewReader(b).Read(body); err != nil {
+		tb.Fatal(err)
+	}
+	a.Close()
+	b.Close()
+	return append(hdr[:], body...)
+}
+
+func benchmarkSniff(b *testing.B, first []byte, wantKind, wantName string) {
+	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		c, err := net.DialTCP("tcp", nil, l.Addr().(*net.TCPAddr))
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := l.AcceptTCP()
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Write(first)
+		sc := newSniffConn(s)
+		kind, name, _ := sniff(sc)
+		sc.release()
+		if kind != wantKind || name != wantName {
+			b.Fatalf("sniff = %q %q, want %q %q", kind, name, wantKind, wantName)
+		}
+		c.Close()
+		s.Close()
+	}
+}
+
+func BenchmarkSniffTLS(b *testing.B) {
+	benchmarkSniff(b, clientHello(b, "good.test"), streamTLS, "good.test")
+}
+
+func BenchmarkSniffHTTP(b *testing.B) {
+	benchmarkSniff(b, []byte("GET / HTTP/1.1\r\nHost: good.test\r\nUser-Agent: curl/8\r\nAccept: */*\r\n\r\n"), streamHTTP, "good.test")
+}
+
+// TestSniff: the first bytes are recognized whether they come at once or
+// in pieces, beyond the reused 4 KiB record, and every byte read is kept
+// for the replay, in order.
+func TestSniff(t *testing.T) {
+	hello := clientHello(t, "good.test")
+	bigReq := []byte("GET / HTTP/1.1\r\nHost: good.test\r\nX-Pad: " + string(bytes.Repeat([]byte("a"), 9000)) + "\r\n\r\n")
+	for _, tc := range []struct {
+		name       string
+		pieces     [][]byte
+		kind, host string
+	}{
+		{"tls at once", [][]byte{hello}, streamTLS, "good.test"},
+		{"tls in pieces", [][]byte{hello[:1], hello[1:7], hello[7:300], hello[300:]}, streamTLS, "good.test"},
+		{"http at once", [][]byte{[]byte("GET / HTTP/1.1\r\nHost: good.test:80\r\n\r\n")}, streamHTTP, "good.test"},
+		{"http in pieces", [][]byte{[]byte("GE"), []byte("T / HTTP/1.1\r\nHo"), []byte("st: good.test\r\n\r\n")}, streamHTTP, "good.test"},
+		{"http beyond 4 KiB", [][]byte{bigReq[:5000], bigReq[5000:]}, streamHTTP, "good.test"},
+		{"ssh banner", [][]byte{[]byte("SSH-2.0-OpenSSH_9.6\r\n")}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, s := tcpPair(t)
+			var sent []byte
+			go func() {
+				for _, p := range tc.pieces {
+					c.Write(p)
+					time.Sleep(5 * time.Millisecond)
+				}
+				c.CloseWrite()
+			}()
+			for _, p := range tc.pieces {
+				sent = append(sent, p...)
+			}
+			s.SetReadDeadline(time.Now().Add(5 * time.Second))
+			sc := newSniffConn(s)
+			kind, name, _ := sniff(sc)
+			if kind != tc.kind || name != tc.host {
+				t.Errorf("sniff = %q %q, want %q %q", kind, name, tc.kind, tc.host)
+			}
+			if tc.kind != "" && !bytes.Equal(sc.buf, sent[:len(sc.buf)]) {
+				t.Errorf("recorded bytes differ from those sent")
+			}
+			if tc.kind == streamTLS && len(sc.buf) != len(sent) {
+				t.Errorf("recorded %d bytes of the %d-byte ClientHello", len(sc.buf), len(sent))
+			}
+			sc.release()
+		})
+	}
+}
