@@ -368,6 +368,12 @@ func procStatus(t testing.TB, d devboxtest.Docker, id, name string) entrypoint.P
 
 func dnsFilterDown(t testing.TB, e env, w *world, id string, execUser func(args ...string) *exec.Cmd) {
 	t.Helper()
+	dnsFilterDownWith(t, e, w, id, execUser, w.escapeArgs(""))
+}
+
+// dnsFilterDownWith is dnsFilterDown with the escape suite's targets.
+func dnsFilterDownWith(t testing.TB, e env, w *world, id string, execUser func(args ...string) *exec.Cmd, targets []string) {
+	t.Helper()
 	e.d.Run(t, "exec", "-u", "root", id, "sh", "-c", "read pid start < /run/devbox/dns.pid && kill -9 $pid")
 	waitFor(t, 10*time.Second, "DNS filter gone", func() (bool, string) {
 		// A zombie (dead, not yet reaped) does not count.
@@ -377,7 +383,7 @@ func dnsFilterDown(t testing.TB, e env, w *world, id string, execUser func(args 
 	})
 	// Deny-all, not allow-all: the allowed name no longer resolves, and
 	// every other attempt still fails.
-	args := append([]string{"devbox-escape", "--skip", "DNS filter", "--deny-name", "allowed.test:8080"}, w.escapeArgs("")...)
+	args := append([]string{"devbox-escape", "--skip", "DNS filter", "--deny-name", "allowed.test:8080"}, targets...)
 	args = dropPairs(args, "--allow-name", "--allow-url", "--gated-name")
 	escapeSuite(t, execUser(args...), 30, 0)
 	out, err := execUser("devbox", "doctor").CombinedOutput()
@@ -408,8 +414,10 @@ func dropPairs(args []string, flags ...string) []string {
 // checkWorldLog reads what the world saw and fails on anything that got
 // out: a tunnelling query, or a connection to a denied address or port.
 // Queries and connections of the test's own control container are
-// expected (they prove the log records what arrives).
-func checkWorldLog(t testing.TB, w *world, control string) {
+// expected (they prove the log records what arrives); so are connections
+// to the allowed destinations in also (the local address as worldd logs
+// it, e.g. "[fd7e:db0:1::2]:8080").
+func checkWorldLog(t testing.TB, w *world, control string, also ...string) {
 	t.Helper()
 	log := w.log(t)
 	if !strings.Contains(log, control) {
@@ -421,7 +429,7 @@ func checkWorldLog(t testing.TB, w *world, control string) {
 		case strings.Contains(line, control):
 		case strings.Contains(line, w.Nonce), strings.Contains(line, "exfil.test"), strings.Contains(line, "nowhere.test"), strings.Contains(line, "denied.test"):
 			bad = append(bad, line)
-		case strings.Contains(line, " conn ") && !strings.Contains(line, " conn tcp "+w.W1+":8080 "):
+		case strings.Contains(line, " conn ") && !strings.Contains(line, " conn tcp "+w.W1+":8080 ") && !connTo(line, also):
 			bad = append(bad, line)
 		}
 	}
@@ -433,13 +441,34 @@ func checkWorldLog(t testing.TB, w *world, control string) {
 	}
 }
 
+// connTo says a worldd log line is a TCP connection to one of addrs.
+func connTo(line string, addrs []string) bool {
+	for _, a := range addrs {
+		if strings.Contains(line, " conn tcp "+a+" ") {
+			return true
+		}
+	}
+	return false
+}
+
 // buildImage builds the sample policy's image with `devbox build --push`
 // and returns its REPO@sha256:… reference.
 func buildImage(t testing.TB, e env, w *world) string {
 	t.Helper()
+	return buildImageTagged(t, e, w, w.Nonce)
+}
+
+// sampleImage is the last image buildImageTagged pushed in this test
+// binary: the sample policy's, which later tests (TestPodman) reuse
+// instead of building it again.
+var sampleImage string
+
+// buildImageTagged is buildImage pushing to the tag nonce.
+func buildImageTagged(t testing.TB, e env, w *world, nonce string) string {
+	t.Helper()
 	repo := filepath.Join(t.TempDir(), "img")
 	os.MkdirAll(repo, 0o755)
-	tag := e.registry + "/devbox/e2e:" + w.Nonce
+	tag := e.registry + "/devbox/e2e:" + nonce
 	os.WriteFile(filepath.Join(repo, "devbox.policy.jsonc"), []byte(policyFor(e, w, tag)), 0o644)
 	out := run(t, repo, []string{"BUILDKIT_HOST=" + e.buildkit}, e.devbox, "build", "--push", "--progress", "plain", "--policy", "devbox.policy.jsonc")
 	var image string
@@ -452,6 +481,7 @@ func buildImage(t testing.TB, e env, w *world) string {
 		t.Fatalf("devbox build --push printed no REPO@sha256 reference:\n%s", out)
 	}
 	t.Logf("pushed %s", image)
+	sampleImage = image
 	return image
 }
 

@@ -65,6 +65,25 @@ func goBuild(t testing.TB, pkg, dir string) string {
 // network's addresses are known.
 func startWorld(t testing.TB, d devboxtest.Docker, base, worldd string, records ...func(w *world) []string) *world {
 	t.Helper()
+	return startWorldWith(t, d, base, worldd, worldOptions{Records: records})
+}
+
+// worldOptions change the world for one engine or test.
+type worldOptions struct {
+	// Prefix4 and Prefix6 start the network's subnets (default "10.231"
+	// and "fd7e:db0"): another engine on the same host gets prefixes of
+	// its own, so its bridges never overlap dockerd's.
+	Prefix4, Prefix6 string
+	// Records are startWorld's records.
+	Records []func(w *world) []string
+}
+
+// startWorldWith is startWorld with options.
+func startWorldWith(t testing.TB, d devboxtest.Docker, base, worldd string, o worldOptions) *world {
+	t.Helper()
+	if o.Prefix4 == "" {
+		o.Prefix4, o.Prefix6 = "10.231", "fd7e:db0"
+	}
 	w := &world{d: d, Nonce: "n" + randHex(6)}
 	// A /24 and a ULA /64 that no other network on this daemon uses:
 	// try a few random ones.
@@ -72,18 +91,18 @@ func startWorld(t testing.TB, d devboxtest.Docker, base, worldd string, records 
 	for i := 0; i < 10; i++ {
 		n := 1 + int(randHex(1)[0])%200 + i
 		w.Net = "dbx-e2e-" + randHex(4)
-		sub4 := fmt.Sprintf("10.231.%d.0/24", n)
-		sub6 := fmt.Sprintf("fd7e:db0:%x::/64", n)
+		sub4 := fmt.Sprintf("%s.%d.0/24", o.Prefix4, n)
+		sub6 := fmt.Sprintf("%s:%x::/64", o.Prefix6, n)
 		out, cerr := d.Command(context.Background(), "network", "create", "--internal", "--ipv6",
 			"--subnet", sub4, "--subnet", sub6, w.Net).CombinedOutput()
 		if cerr == nil {
-			w.W1, w.W2 = fmt.Sprintf("10.231.%d.2", n), fmt.Sprintf("10.231.%d.3", n)
-			w.W1v6, w.W2v6 = fmt.Sprintf("fd7e:db0:%x::2", n), fmt.Sprintf("fd7e:db0:%x::3", n)
-			w.prefix4 = fmt.Sprintf("10.231.%d.", n)
+			w.W1, w.W2 = fmt.Sprintf("%s.%d.2", o.Prefix4, n), fmt.Sprintf("%s.%d.3", o.Prefix4, n)
+			w.W1v6, w.W2v6 = fmt.Sprintf("%s:%x::2", o.Prefix6, n), fmt.Sprintf("%s:%x::3", o.Prefix6, n)
+			w.prefix4 = fmt.Sprintf("%s.%d.", o.Prefix4, n)
 			err = nil
 			break
 		}
-		err = fmt.Errorf("docker network create: %v: %s", cerr, out)
+		err = fmt.Errorf("%s network create: %v: %s", filepath.Base(d.Path), cerr, out)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +115,7 @@ func startWorld(t testing.TB, d devboxtest.Docker, base, worldd string, records 
 		"allowed.test A 60 " + w.W1,
 		"denied.test A 60 " + w.W2,
 	}
-	for _, r := range records {
+	for _, r := range o.Records {
 		zone = append(zone, r(w)...)
 	}
 	for i, ip := range [][2]string{{w.W1, w.W1v6}, {w.W2, w.W2v6}} {
