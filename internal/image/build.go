@@ -22,6 +22,9 @@ import (
 
 	"github.com/containerd/platforms"
 	"github.com/docker/cli/cli/config"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/moby/buildkit/client"
 	"github.com/moby/buildkit/client/llb"
 	"github.com/moby/buildkit/client/llb/sourceresolver"
@@ -32,6 +35,8 @@ import (
 	"github.com/moby/buildkit/util/progress/progressui"
 	"github.com/tonistiigi/fsutil"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/devbox-dev/devbox/internal/registry"
 
 	// Registers docker-container:// for BUILDKIT_HOST.
 	_ "github.com/moby/buildkit/client/connhelper/dockercontainer"
@@ -176,10 +181,16 @@ type BuildOptions struct {
 
 	CacheFrom, CacheTo []client.CacheOptionsEntry
 
-	// KeepTimestamps skips rewriting every layer's file times to the
+	// CacheDir is devbox's cache of heavy images (see HeavyKey): a build
+	// whose heavy image is there does not ask BuildKit for it. "" builds
+	// it with BuildKit every time.
+	CacheDir string
+
+	// KeepTimestamps skips rewriting the heavy layers' file times to the
 	// lock's SOURCE_DATE_EPOCH. The rewrite makes a build from an empty
 	// cache give the same layers; it costs a pass over every layer (about
-	// half a minute for the default image) on each export.
+	// half a minute for the default image) each time BuildKit exports the
+	// heavy image, which CacheDir makes once per heavy image.
 	KeepTimestamps bool
 
 	// Progress is the progressui mode (auto, tty, plain, rawjson, quiet);
@@ -207,8 +218,13 @@ type Result struct {
 	Loaded string
 	// Vertices are the build steps in the order they completed.
 	Vertices []Vertex
-	// Elapsed is the wall time of the solve.
+	// Elapsed is the wall time of the build, outputs included.
 	Elapsed time.Duration
+	// HeavyFromCache is true when every platform's heavy image came from
+	// CacheDir: BuildKit built and exported nothing.
+	HeavyFromCache bool
+	// Heavy is each platform's heavy image digest, in Specs order.
+	Heavy []string
 
 	stepNames map[string]bool
 }
@@ -234,50 +250,236 @@ func LocalBinaryName(platform string) string {
 	return LocalBinary + "-" + strings.ReplaceAll(platform, "/", "-")
 }
 
-// Build solves the image graph of every spec against c and exports it. It
-// checks the specs first, the daemon's platforms next, and pushes only
-// after everything built: a failing step (a wrong Claude Code checksum, a
-// missing base digest) pushes nothing.
+// Build makes the image of every spec and writes it to each output. The
+// heavy image of each spec (Graph) comes from CacheDir when it holds one
+// for its HeavyKey; the others are solved together against c and exported
+// once into the cache. Then each platform's tail is appended (Assemble).
+// Build checks the specs first and the daemon's platforms before solving,
+// and writes outputs only after everything built: a failing step (a wrong
+// Claude Code checksum, a missing base digest) pushes nothing.
 func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, error) {
+	start := time.Now()
 	plats, err := checkOptions(o)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkPlatforms(ctx, c, o.Specs); err != nil {
-		return nil, err
+	keys := make([]string, len(o.Specs))
+	for i, spec := range o.Specs {
+		sum, err := fileSum(o.Binaries[spec.Platform])
+		if err != nil {
+			return nil, err
+		}
+		if keys[i], err = HeavyKey(ctx, spec, sum, o.KeepTimestamps); err != nil {
+			return nil, err
+		}
 	}
-	locals, cleanup, err := binarySources(o.Binaries)
+	var cache *heavyCache
+	if o.CacheDir != "" {
+		if cache, err = openHeavyCache(o.CacheDir); err != nil {
+			return nil, err
+		}
+	}
+	heavy := make([]v1.Image, len(o.Specs))
+	var missing []int
+	for i := range o.Specs {
+		if cache != nil {
+			if heavy[i], err = cache.get(keys[i]); err != nil {
+				return nil, fmt.Errorf("image cache %s: %w", o.CacheDir, err)
+			}
+		}
+		if heavy[i] == nil {
+			missing = append(missing, i)
+		}
+	}
+	res := &Result{HeavyFromCache: len(missing) == 0}
+	if len(missing) > 0 || len(o.CacheTo) > 0 {
+		// With --cache-to and every heavy image cached, the solve only
+		// exports BuildKit's cache (every step is a cache hit).
+		tmp, err := os.MkdirTemp(o.CacheDir, "devbox-heavy-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		built, rec, err := solveHeavy(ctx, c, o, plats, missing, tmp)
+		if err != nil {
+			return nil, err
+		}
+		r := rec.result()
+		res.Vertices, res.stepNames = r.Vertices, r.stepNames
+		for _, i := range missing {
+			img := built[o.Specs[i].Platform]
+			if cache != nil {
+				if err := cache.put(keys[i], img, tmp); err != nil {
+					return nil, err
+				}
+				if img, err = cache.get(keys[i]); err != nil || img == nil {
+					return nil, fmt.Errorf("image cache %s: the heavy image just stored is not there (%v)", o.CacheDir, err)
+				}
+			}
+			heavy[i] = img
+		}
+	}
+
+	imgs := make([]v1.Image, len(o.Specs))
+	for i, spec := range o.Specs {
+		d, err := heavy[i].Digest()
+		if err != nil {
+			return nil, err
+		}
+		res.Heavy = append(res.Heavy, d.String())
+		if imgs[i], err = Assemble(heavy[i], spec, o.DevboxVersion); err != nil {
+			return nil, fmt.Errorf("appending the policy layer for %s: %w", spec.Platform, err)
+		}
+	}
+	out := &registry.Built{Image: imgs[0]}
+	if len(imgs) > 1 {
+		out = &registry.Built{}
+		if out.Index, err = Index(imgs, o.Specs, o.DevboxVersion); err != nil {
+			return nil, err
+		}
+		out.Digest, err = out.Index.Digest()
+	} else {
+		out.Digest, err = out.Image.Digest()
+	}
 	if err != nil {
 		return nil, err
+	}
+	res.Digest = out.Digest.String()
+	if err := writeOutputs(ctx, o, out, res); err != nil {
+		return nil, err
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// solveHeavy builds the heavy images of the specs at missing (none: only
+// the cache exports) against c in one solve, exports them as an OCI layout
+// into dir, and returns them by platform, read from there.
+func solveHeavy(ctx context.Context, c *client.Client, o BuildOptions, plats map[string]llb.ConstraintsOpt,
+	missing []int, dir string) (map[string]v1.Image, *recorder, error) {
+	specs := make([]Spec, 0, len(missing))
+	for _, i := range missing {
+		specs = append(specs, o.Specs[i])
+	}
+	solveSpecs := specs
+	if len(solveSpecs) == 0 {
+		solveSpecs = o.Specs
+	}
+	if err := checkPlatforms(ctx, c, solveSpecs); err != nil {
+		return nil, nil, err
+	}
+	sub := o
+	sub.Specs = solveSpecs
+	bins := map[string]string{}
+	for _, s := range solveSpecs {
+		bins[s.Platform] = o.Binaries[s.Platform]
+	}
+	sub.Binaries = bins
+	locals, cleanup, err := binarySources(bins)
+	if err != nil {
+		return nil, nil, err
 	}
 	defer cleanup()
-	exports, load := exportEntries(o)
+	var exports []client.ExportEntry
+	if len(specs) > 0 {
+		a := exportAttrs(o)
+		a["tar"] = "false"
+		exports = append(exports, client.ExportEntry{Type: client.ExporterOCI, Attrs: a, OutputDir: dir})
+	}
 	display, err := newDisplay(o.Progress, o.ProgressOut)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	rec, err := newRecorder(o.Specs)
+	rec, err := newRecorder(solveSpecs)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := solve(ctx, c, solveOptions(sub, exports, locals), gatewayBuild(sub, plats), display, rec); err != nil {
+		return nil, nil, err
+	}
+	if len(specs) == 0 {
+		return nil, rec, nil
+	}
+	built, err := readHeavy(dir, specs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the image BuildKit exported: %w", err)
+	}
+	return built, rec, nil
+}
+
+// readHeavy reads the images of specs from the OCI layout BuildKit
+// exported into dir: one image, or an index with one per platform.
+func readHeavy(dir string, specs []Spec) (map[string]v1.Image, error) {
+	b, err := registry.Open(dir)
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	resp, err := solve(ctx, c, solveOptions(o, exports, locals), gatewayBuild(o, plats), display, rec, load)
+	out := map[string]v1.Image{}
+	if b.Image != nil {
+		if len(specs) != 1 {
+			return nil, fmt.Errorf("one image for %d platforms", len(specs))
+		}
+		out[specs[0].Platform] = b.Image
+		return out, nil
+	}
+	m, err := b.Index.IndexManifest()
 	if err != nil {
 		return nil, err
 	}
-	res := rec.result()
-	res.Elapsed = time.Since(start)
-	if load != nil {
-		res.Loaded = load.msg
+	for _, d := range m.Manifests {
+		if d.Platform == nil {
+			continue
+		}
+		img, err := b.Index.Image(d.Digest)
+		if err != nil {
+			return nil, err
+		}
+		out[d.Platform.OS+"/"+d.Platform.Architecture] = img
 	}
-	res.Digest = resp.ExporterResponse[exptypes.ExporterImageDigestKey]
-	if res.Digest == "" {
-		return nil, errors.New("BuildKit returned no image digest")
+	for _, s := range specs {
+		if out[s.Platform] == nil {
+			return nil, fmt.Errorf("no image for %s", s.Platform)
+		}
 	}
+	return out, nil
+}
+
+// writeOutputs writes the built image to every output o asks for: the
+// registry references, the OCI layout directory or tarball, the Docker
+// engine.
+func writeOutputs(ctx context.Context, o BuildOptions, b *registry.Built, res *Result) error {
 	for _, ref := range o.Push {
-		res.Pushed = append(res.Pushed, repository(ref)+"@"+res.Digest)
+		d, err := registry.Copy(ctx, b, ref)
+		if err != nil {
+			return fmt.Errorf("pushing: %w", err)
+		}
+		res.Pushed = append(res.Pushed, d.String())
 	}
-	return res, nil
+	if o.OCIDir != "" {
+		if err := registry.WriteLayout(o.OCIDir, b); err != nil {
+			return fmt.Errorf("--output oci=%s: %w", o.OCIDir, err)
+		}
+	}
+	if o.OCITar != "" {
+		if err := registry.WriteLayoutTar(o.OCITar, b); err != nil {
+			return fmt.Errorf("--output oci=%s: %w", o.OCITar, err)
+		}
+	}
+	if o.LoadFunc != nil {
+		tag, err := name.NewTag(o.LoadName)
+		if err != nil {
+			return fmt.Errorf("--load: %w", err)
+		}
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(tarball.Write(tag, b.Image, pw)) }()
+		msg, err := o.LoadFunc(ctx, pr)
+		pr.CloseWithError(err)
+		if err != nil {
+			return fmt.Errorf("--load: %w", err)
+		}
+		res.Loaded = msg
+	}
+	return nil
 }
 
 // checkOptions checks that o asks for something buildable: at least one
@@ -338,77 +540,15 @@ func binarySources(binaries map[string]string) (map[string]fsutil.FS, func(), er
 	return locals, cleanup, nil
 }
 
-// exportAttrs are the attributes every exporter shares: OCI media types,
-// layer times rewritten to the lock's SOURCE_DATE_EPOCH (reproducible
-// layers) and the image annotations, on the index too for a multi-platform
-// build.
+// exportAttrs are the attributes of the heavy image's export: OCI media
+// types and layer times rewritten to the lock's SOURCE_DATE_EPOCH
+// (reproducible layers). Annotations are Assemble's.
 func exportAttrs(o BuildOptions) map[string]string {
-	attrs := map[string]string{
+	return map[string]string{
 		"oci-mediatypes":    "true",
 		"rewrite-timestamp": strconv.FormatBool(!o.KeepTimestamps),
 		"source-date-epoch": strconv.FormatInt(o.Specs[0].Lock.SourceDateEpoch, 10),
 	}
-	multi := len(o.Specs) > 1
-	for k, v := range Annotations(o.Specs[0], o.DevboxVersion) {
-		attrs["annotation-manifest."+k] = v
-		if multi {
-			attrs["annotation-index."+k] = v
-		}
-	}
-	return attrs
-}
-
-// dockerLoad streams the Docker exporter's tarball into o.LoadFunc.
-type dockerLoad struct {
-	pipe *io.PipeReader
-	fn   func(ctx context.Context, r io.Reader) (string, error)
-	// msg is what the engine said, set once the load returned.
-	msg string
-}
-
-// run feeds the exporter's output to the engine until the export ends.
-func (l *dockerLoad) run(ctx context.Context) error {
-	msg, err := l.fn(ctx, l.pipe)
-	// Unblock the exporter if the engine stopped reading early.
-	l.pipe.CloseWithError(err)
-	l.msg = msg
-	return err
-}
-
-// exportEntries returns one BuildKit export per output o asks for: push,
-// OCI layout directory or tarball, Docker engine. The Docker load, when
-// asked, comes back holding the reader side of its exporter's pipe.
-func exportEntries(o BuildOptions) ([]client.ExportEntry, *dockerLoad) {
-	attrs := exportAttrs(o)
-	var exports []client.ExportEntry
-	if len(o.Push) > 0 {
-		a := maps.Clone(attrs)
-		a["name"] = strings.Join(o.Push, ",")
-		a["push"] = "true"
-		exports = append(exports, client.ExportEntry{Type: client.ExporterImage, Attrs: a})
-	}
-	if o.OCIDir != "" {
-		a := maps.Clone(attrs)
-		a["tar"] = "false"
-		exports = append(exports, client.ExportEntry{Type: client.ExporterOCI, Attrs: a, OutputDir: o.OCIDir})
-	}
-	if o.OCITar != "" {
-		path := o.OCITar
-		exports = append(exports, client.ExportEntry{Type: client.ExporterOCI, Attrs: maps.Clone(attrs),
-			Output: func(map[string]string) (io.WriteCloser, error) { return os.Create(path) }})
-	}
-	var load *dockerLoad
-	if o.LoadFunc != nil {
-		a := maps.Clone(attrs)
-		a["name"] = o.LoadName
-		// Docker 20.10 only reads Docker media types.
-		a["oci-mediatypes"] = "false"
-		pr, pw := io.Pipe()
-		load = &dockerLoad{pipe: pr, fn: o.LoadFunc}
-		exports = append(exports, client.ExportEntry{Type: client.ExporterDocker, Attrs: a,
-			Output: func(map[string]string) (io.WriteCloser, error) { return pw, nil }})
-	}
-	return exports, load
 }
 
 // solveOptions assembles the solve: exports, the binaries' local sources,
@@ -450,7 +590,7 @@ func gatewayBuild(o BuildOptions, plats map[string]llb.ConstraintsOpt) gateway.B
 		res := gateway.NewResult()
 		var exp exptypes.Platforms
 		for _, spec := range o.Specs {
-			ref, cfg, err := solvePlatform(ctx, gc, spec, plats[spec.Platform], cacheImports, o.DevboxVersion)
+			ref, cfg, err := solvePlatform(ctx, gc, spec, plats[spec.Platform], cacheImports)
 			if err != nil {
 				return nil, err
 			}
@@ -479,7 +619,7 @@ func gatewayBuild(o BuildOptions, plats map[string]llb.ConstraintsOpt) gateway.B
 // solvePlatform solves spec's graph inside the gateway and returns its
 // result and image config.
 func solvePlatform(ctx context.Context, gc gateway.Client, spec Spec, plat llb.ConstraintsOpt,
-	cacheImports []gateway.CacheOptionsEntry, devboxVersion string) (gateway.Reference, []byte, error) {
+	cacheImports []gateway.CacheOptionsEntry) (gateway.Reference, []byte, error) {
 	st, err := Graph(spec)
 	if err != nil {
 		return nil, nil, err
@@ -510,7 +650,7 @@ func solvePlatform(ctx context.Context, gc gateway.Client, spec Spec, plat llb.C
 	if err != nil {
 		return nil, nil, fmt.Errorf("resolving the base image config: %w", err)
 	}
-	cfg, err := ConfigJSON(spec, devboxVersion, baseCfg)
+	cfg, err := ConfigJSON(spec, baseCfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -534,11 +674,11 @@ func newDisplay(mode string, out io.Writer) (progressui.Display, error) {
 	return d, nil
 }
 
-// solve runs the build, tees its status stream into rec and the display,
-// and feeds the Docker load when there is one, all under one errgroup. A
-// failed devbox step comes back as a *StepError.
+// solve runs the build and tees its status stream into rec and the
+// display, under one errgroup. A failed devbox step comes back as a
+// *StepError.
 func solve(ctx context.Context, c *client.Client, opt client.SolveOpt, build gateway.BuildFunc,
-	display progressui.Display, rec *recorder, load *dockerLoad) (*client.SolveResponse, error) {
+	display progressui.Display, rec *recorder) (*client.SolveResponse, error) {
 	statusCh := make(chan *client.SolveStatus)
 	displayCh := make(chan *client.SolveStatus)
 	eg, ectx := errgroup.WithContext(ctx)
@@ -562,9 +702,6 @@ func solve(ctx context.Context, c *client.Client, opt client.SolveOpt, build gat
 		_, err := display.UpdateFrom(context.WithoutCancel(ectx), displayCh)
 		return err
 	})
-	if load != nil {
-		eg.Go(func() error { return load.run(ectx) })
-	}
 	if err := eg.Wait(); err != nil {
 		return nil, rec.stepError(err)
 	}
@@ -595,7 +732,7 @@ func newRecorder(specs []Spec) (*recorder, error) {
 			return nil, err
 		}
 		for _, st := range steps {
-			if st.Kind != FetchStep {
+			if st.Kind != FetchStep && !st.Tail {
 				r.stepNames[VertexPrefix+st.Name] = true
 			}
 		}

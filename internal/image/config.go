@@ -178,19 +178,18 @@ type containerConfig struct {
 	Entrypoint []string          `json:"Entrypoint"`
 	Cmd        []string          `json:"Cmd"`
 	WorkingDir string            `json:"WorkingDir"`
-	Labels     map[string]string `json:"Labels"`
+	Labels     map[string]string `json:"Labels,omitempty"`
 }
 
-// ConfigJSON returns the OCI image config for spec as BuildKit's exporter
-// takes it (containerimage.config). base is the base image's config as the
-// build resolved it (nil: leave the history to BuildKit); with it the config
-// carries the whole history (see History).
-func ConfigJSON(spec Spec, devboxVersion string, base []byte) ([]byte, error) {
+// ConfigJSON returns the OCI image config of spec's heavy image (Graph) as
+// BuildKit's exporter takes it (containerimage.config): user, environment,
+// entrypoint and the history of the heavy layers, and no labels: they
+// follow the policy, and Assemble sets them with the tail. base is the base
+// image's config as the build resolved it (nil: leave the history to
+// BuildKit); with it the config carries the heavy layers' whole history (see
+// History).
+func ConfigJSON(spec Spec, base []byte) ([]byte, error) {
 	history, err := History(spec, base)
-	if err != nil {
-		return nil, err
-	}
-	labels, err := Labels(spec, devboxVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -223,15 +222,15 @@ func ConfigJSON(spec Spec, devboxVersion string, base []byte) ([]byte, error) {
 			Entrypoint: slices.Clone(Entrypoint),
 			Cmd:        slices.Clone(Cmd),
 			WorkingDir: "/",
-			Labels:     labels,
 		},
 		History: history,
 	})
 }
 
-// History returns the image history: the base image's entries, made to
-// count one non-empty entry per base layer, then one entry per layer devbox
-// adds, named after its step and dated at the lock's epoch.
+// History returns the heavy image's history: the base image's entries, made
+// to count one non-empty entry per base layer, then one entry per layer
+// BuildKit adds, named after its step and dated at the lock's epoch. The
+// tail layer's entry (TailHistory) is added by Assemble.
 //
 // Left to itself BuildKit describes a layer by how this daemon got it: the
 // step's command when it ran, "imported sha256:…" when it came from a
@@ -269,8 +268,8 @@ func History(spec Spec, base []byte) ([]ocispecs.History, error) {
 		return nil, err
 	}
 	for _, st := range steps {
-		if st.Stage != "" || st.Kind == FetchStep {
-			continue // throwaway stages leave no layer in the image
+		if st.Stage != "" || st.Kind == FetchStep || st.Tail {
+			continue // throwaway stages leave no layer in the image; the tail is Assemble's
 		}
 		out = append(out, ocispecs.History{Created: &created, CreatedBy: VertexPrefix + st.Name, Comment: "devbox"})
 	}

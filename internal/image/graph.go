@@ -29,8 +29,11 @@ func stepEnv(spec Spec) []string {
 	}
 }
 
-// Graph returns the LLB graph of the image for spec. It is a pure function
-// of spec: marshal it with llb.Platform of spec.Platform.
+// Graph returns the LLB graph of the heavy image for spec: every step but
+// the tail (Step.Tail), which devbox appends itself (Assemble). It is a
+// pure function of spec, and the same for two policies that differ only in
+// what the tail writes (the network policy): marshal it with llb.Platform of
+// spec.Platform.
 func Graph(spec Spec) (llb.State, error) {
 	steps, err := Steps(spec)
 	if err != nil {
@@ -51,6 +54,9 @@ func Graph(spec Spec) (llb.State, error) {
 	outs := map[string]llb.State{}
 
 	for _, s := range steps {
+		if s.Tail {
+			continue
+		}
 		st := stages[s.Stage]
 		name := llb.WithCustomName(VertexPrefix + s.Name)
 		switch s.Kind {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,11 +127,15 @@ func TestGraphGolden(t *testing.T) {
 	}
 }
 
-// A change to the network policy alone must change only the policy layer:
-// every other op of the graph keeps its digest, so BuildKit's cache holds.
-func TestGraphNetworkChangeTouchesOnlyPolicy(t *testing.T) {
+// A change to the network policy alone must not change the heavy image:
+// every op of its graph, and so its cache key, stays the same; only the
+// tail (the policy and Claude Code's managed settings, written by Assemble)
+// differs.
+func TestGraphNetworkChangeTouchesNothing(t *testing.T) {
 	a := testSpec("2.1.332")
 	b := testSpec("2.1.332")
+	b.Policy.Sandbox.Enabled = true // Claude Code's settings then list the allowed names
+	a.Policy.Sandbox.Enabled = true
 	d, err := policy.ParseDestination("registry.npmjs.org:443")
 	if err != nil {
 		t.Fatal(err)
@@ -138,21 +143,48 @@ func TestGraphNetworkChangeTouchesOnlyPolicy(t *testing.T) {
 	b.Policy.Network.Allow = append(b.Policy.Network.Allow, d)
 	opsA := graphOps(t, a)
 	opsB := graphOps(t, b)
-	var changed []string
-	for name, d := range opsB {
-		if opsA[name] != d {
-			changed = append(changed, name)
+	if !maps.Equal(opsA, opsB) {
+		t.Errorf("a network-only change changed the heavy graph:\n%v\n%v", opsA, opsB)
+	}
+	if _, ok := opsA["[devbox] policy"]; ok {
+		t.Error("the policy is in BuildKit's graph; it belongs to the tail")
+	}
+	ka, err := HeavyKey(context.Background(), a, "bin", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := HeavyKey(context.Background(), b, "bin", false)
+	if ka != kb {
+		t.Errorf("heavy keys %s and %s differ for a network-only change", ka, kb)
+	}
+	// The key follows what the heavy image is made of.
+	c := testSpec("2.1.332")
+	c.Policy.Sandbox.Enabled = true
+	c.Policy.Image.Packages = append(c.Policy.Image.Packages, "vim")
+	for name, k := range map[string]func() (string, error){
+		"package":    func() (string, error) { return HeavyKey(context.Background(), c, "bin", false) },
+		"binary":     func() (string, error) { return HeavyKey(context.Background(), a, "other bin", false) },
+		"timestamps": func() (string, error) { return HeavyKey(context.Background(), a, "bin", true) },
+	} {
+		if got, err := k(); err != nil || got == ka {
+			t.Errorf("a %s change kept the heavy key (%v)", name, err)
 		}
 	}
-	slices.Sort(changed)
-	want := []string{"[devbox] policy", "[devbox] policy content"}
-	if !slices.Equal(changed, want) {
-		t.Errorf("ops changed by a network-only change: %q, want %q", changed, want)
+	fa, _ := TailFiles(a)
+	fb, _ := TailFiles(b)
+	var changed []string
+	for i := range fa {
+		if !bytes.Equal(fa[i].Data, fb[i].Data) {
+			changed = append(changed, fa[i].Path)
+		}
 	}
-	// And the policy is the last step: nothing is built on top of it.
+	if want := []string{ClaudeSettingsPath, layout.PolicyPath}; !slices.Equal(changed, want) {
+		t.Errorf("tail files changed by a network-only change: %q, want %q", changed, want)
+	}
+	// And the tail is last: nothing is built on top of it.
 	steps, _ := Steps(a)
-	if last := steps[len(steps)-1]; last.Name != "policy" {
-		t.Errorf("last step is %q, want policy", last.Name)
+	if last := steps[len(steps)-1]; last.Name != "policy" || !last.Tail {
+		t.Errorf("last step is %q (tail %v), want the policy, in the tail", last.Name, last.Tail)
 	}
 }
 
@@ -286,6 +318,18 @@ func TestSteps(t *testing.T) {
 	if pol.Dest != layout.PolicyPath || !json.Valid(pol.Data) {
 		t.Errorf("policy step writes %s, valid JSON %v", pol.Dest, json.Valid(pol.Data))
 	}
+	// The Dockerfile form runs claude-settings' script; devbox's own build
+	// writes its Data: the two must give the same file.
+	cs := byName["claude-settings"]
+	settings := filepath.Join(t.TempDir(), "managed-settings.json")
+	script = strings.ReplaceAll(cs.Script, ClaudeSettingsPath, settings)
+	script = strings.ReplaceAll(script, "mkdir -p "+filepath.Dir(ClaudeSettingsPath)+"\n", "")
+	if out, err := exec.Command("sh", "-eu", "-c", script).CombinedOutput(); err != nil {
+		t.Fatalf("claude-settings script: %v\n%s", err, out)
+	}
+	if got, _ := os.ReadFile(settings); !cs.Tail || cs.Dest != ClaudeSettingsPath || !bytes.Equal(got, cs.Data) {
+		t.Errorf("claude-settings: the script writes %q, the tail %q to %s (tail %v)", got, cs.Data, cs.Dest, cs.Tail)
+	}
 }
 
 func TestSHA512Hex(t *testing.T) {
@@ -323,7 +367,7 @@ func TestMetadataLabel(t *testing.T) {
 }
 
 func TestConfigJSON(t *testing.T) {
-	b, err := ConfigJSON(testSpec("2.1.332"), "0.1.0-test", nil)
+	b, err := ConfigJSON(testSpec("2.1.332"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +382,13 @@ func TestConfigJSON(t *testing.T) {
 		!slices.Equal(c.Config.Cmd, []string{"sleep", "infinity"}) {
 		t.Errorf("config %+v", c.Config)
 	}
-	l := c.Config.Labels
+	if len(c.Config.Labels) != 0 {
+		t.Errorf("the heavy image has labels %v; they follow the policy and belong to the tail", c.Config.Labels)
+	}
+	l, err := Labels(testSpec("2.1.332"), "0.1.0-test")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, k := range []string{MetadataLabel, LabelPolicy, LabelPolicyDigest, "org.opencontainers.image.created",
 		"org.opencontainers.image.version", "org.opencontainers.image.source", "org.opencontainers.image.base.digest"} {
 		if l[k] == "" {
@@ -362,7 +412,7 @@ func TestHistory(t *testing.T) {
 	}
 	var own []string
 	for _, st := range steps {
-		if st.Stage == "" && st.Kind != FetchStep {
+		if st.Stage == "" && st.Kind != FetchStep && !st.Tail {
 			own = append(own, VertexPrefix+st.Name)
 		}
 	}

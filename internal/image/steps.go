@@ -149,6 +149,13 @@ type Step struct {
 	// Data is the content of a build-context file known at graph time (the
 	// policy); nil for the devbox binary, which comes from a local source.
 	Data []byte
+	// Tail marks the last steps, the ones that follow from the policy
+	// (policy, baseline, Claude Code's managed settings): each writes one
+	// file (Dest, Mode, Data). BuildKit builds every other step; devbox writes
+	// the tail steps' files itself as the image's last layer (TailLayer),
+	// so a policy edit never reaches BuildKit's cache or export. The
+	// Dockerfile form runs them as ordinary steps.
+	Tail bool
 }
 
 // Spec is the input of one image build: a validated policy, its lock and
@@ -404,17 +411,17 @@ func Steps(spec Spec) ([]Step, error) {
 			"mkdir -p " + path.Dir(ClaudeSettingsPath),
 			"printf '%s\\n' " + shellQuote(compact.String()) + " > " + ClaudeSettingsPath,
 			"chmod 0644 " + ClaudeSettingsPath,
-		}, "\n")})
+		}, "\n"), Tail: true, Dest: ClaudeSettingsPath, Mode: 0o644, Data: append(compact.Bytes(), '\n')})
 	}
 	if spec.Baseline != nil {
 		bj, err := PolicyJSON(spec.Baseline)
 		if err != nil {
 			return nil, fmt.Errorf("baseline: %w", err)
 		}
-		steps = append(steps, Step{Name: "baseline", Kind: CopyStep, Src: ContextBaseline, Dest: layout.BaselinePath, Mode: 0o644, Data: bj})
+		steps = append(steps, Step{Name: "baseline", Kind: CopyStep, Src: ContextBaseline, Dest: layout.BaselinePath, Mode: 0o644, Data: bj, Tail: true})
 	}
 	steps = append(steps,
-		Step{Name: "policy", Kind: CopyStep, Src: ContextPolicy, Dest: layout.PolicyPath, Mode: 0o644, Data: pj},
+		Step{Name: "policy", Kind: CopyStep, Src: ContextPolicy, Dest: layout.PolicyPath, Mode: 0o644, Data: pj, Tail: true},
 	)
 	return steps, nil
 }
