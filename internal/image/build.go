@@ -263,13 +263,14 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
+	o.Specs = slices.Clone(o.Specs)
 	keys := make([]string, len(o.Specs))
-	for i, spec := range o.Specs {
-		sum, err := fileSum(o.Binaries[spec.Platform])
-		if err != nil {
+	for i := range o.Specs {
+		spec := &o.Specs[i]
+		if spec.BinaryDigest, err = fileSum(o.Binaries[spec.Platform]); err != nil {
 			return nil, err
 		}
-		if keys[i], err = HeavyKey(ctx, spec, sum, o.KeepTimestamps); err != nil {
+		if keys[i], err = HeavyKey(ctx, *spec, o.KeepTimestamps); err != nil {
 			return nil, err
 		}
 	}

@@ -38,9 +38,13 @@ const heavyFormat = "devbox heavy image v1"
 // everything it is made of, the LLB graph of Graph(spec) (every op's
 // digest: the base by digest, the packages, the user, the Claude Code
 // tarball and its sha512, the scripts, the epoch in each step's
-// environment), the devbox binary's content (binarySum), and how it is
-// exported (the timestamp rewrite). The network policy is in none of them.
-func HeavyKey(ctx context.Context, spec Spec, binarySum string, keepTimestamps bool) (string, error) {
+// environment), the devbox binary's content (spec.BinaryDigest), and how
+// it is exported (the timestamp rewrite). The network policy is in none of
+// them.
+func HeavyKey(ctx context.Context, spec Spec, keepTimestamps bool) (string, error) {
+	if spec.BinaryDigest == "" {
+		return "", errors.New("image: no digest of the devbox binary to key the heavy image by")
+	}
 	st, err := Graph(spec)
 	if err != nil {
 		return "", err
@@ -54,7 +58,7 @@ func HeavyKey(ctx context.Context, spec Spec, binarySum string, keepTimestamps b
 		return "", err
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s\x00%t\x00", heavyFormat, spec.Platform, spec.Lock.SourceDateEpoch, binarySum, keepTimestamps)
+	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s\x00%t\x00", heavyFormat, spec.Platform, spec.Lock.SourceDateEpoch, spec.BinaryDigest, keepTimestamps)
 	for _, dt := range def.Def {
 		fmt.Fprintf(h, "%s\x00", digest.FromBytes(dt))
 	}

@@ -104,10 +104,15 @@ func Graph(spec Spec) (llb.State, error) {
 				srcPath = "/" + s.Src
 			default:
 				local := LocalBinaryName(spec.Platform)
-				src = llb.Local(local, llb.IncludePatterns([]string{s.Src}), llb.SharedKeyHint(local),
-					// A fixed ID instead of a random one keeps the graph a
-					// pure function of spec.
-					llb.LocalUniqueID(local),
+				id := local
+				if spec.BinaryDigest != "" {
+					id += "@sha256:" + spec.BinaryDigest
+				}
+				src = llb.Local(local, llb.IncludePatterns([]string{s.Src}), llb.SharedKeyHint(id),
+					// An ID of the binary's content instead of a random
+					// one keeps the graph a pure function of spec, and
+					// the vertex its own for each binary.
+					llb.LocalUniqueID(id),
 					llb.WithCustomName(VertexPrefix+s.Name+" binary"))
 				srcPath = "/" + s.Src
 			}

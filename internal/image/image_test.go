@@ -149,11 +149,12 @@ func TestGraphNetworkChangeTouchesNothing(t *testing.T) {
 	if _, ok := opsA["[devbox] policy"]; ok {
 		t.Error("the policy is in BuildKit's graph; it belongs to the tail")
 	}
-	ka, err := HeavyKey(context.Background(), a, "bin", false)
+	a.BinaryDigest, b.BinaryDigest = "bin", "bin"
+	ka, err := HeavyKey(context.Background(), a, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kb, _ := HeavyKey(context.Background(), b, "bin", false)
+	kb, _ := HeavyKey(context.Background(), b, false)
 	if ka != kb {
 		t.Errorf("heavy keys %s and %s differ for a network-only change", ka, kb)
 	}
@@ -161,10 +162,13 @@ func TestGraphNetworkChangeTouchesNothing(t *testing.T) {
 	c := testSpec("2.1.332")
 	c.Policy.Sandbox.Enabled = true
 	c.Policy.Image.Packages = append(c.Policy.Image.Packages, "vim")
+	c.BinaryDigest = "bin"
+	d2 := a
+	d2.BinaryDigest = "other bin"
 	for name, k := range map[string]func() (string, error){
-		"package":    func() (string, error) { return HeavyKey(context.Background(), c, "bin", false) },
-		"binary":     func() (string, error) { return HeavyKey(context.Background(), a, "other bin", false) },
-		"timestamps": func() (string, error) { return HeavyKey(context.Background(), a, "bin", true) },
+		"package":    func() (string, error) { return HeavyKey(context.Background(), c, false) },
+		"binary":     func() (string, error) { return HeavyKey(context.Background(), d2, false) },
+		"timestamps": func() (string, error) { return HeavyKey(context.Background(), a, true) },
 	} {
 		if got, err := k(); err != nil || got == ka {
 			t.Errorf("a %s change kept the heavy key (%v)", name, err)
@@ -488,5 +492,18 @@ func TestImageEnv(t *testing.T) {
 	}
 	if got := ImageEnv(nil); !slices.Equal(got, Env) {
 		t.Errorf("ImageEnv(nil) = %q, want %q", got, Env)
+	}
+}
+
+// Two binaries are two local-source vertices: BuildKit merges vertices with
+// one digest across concurrent solves, and a fixed ID once baked another
+// client's binary into an image.
+func TestGraphBinaryVertexPerBinary(t *testing.T) {
+	a, b := testSpec("none"), testSpec("none")
+	a.BinaryDigest, b.BinaryDigest = "aaaa", "bbbb"
+	oa, ob := graphOps(t, a), graphOps(t, b)
+	name := VertexPrefix + "devbox binary"
+	if oa[name] == "" || oa[name] == ob[name] {
+		t.Errorf("the binary's local source is %q for one binary and %q for another", oa[name], ob[name])
 	}
 }

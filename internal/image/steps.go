@@ -170,6 +170,12 @@ type Spec struct {
 	// Baseline is the team baseline baked at layout.BaselinePath (nil:
 	// none); Policy must lie within it (see internal/baseline).
 	Baseline *policy.Policy
+	// BinaryDigest is the sha256 (hex) of the devbox binary baked in for
+	// Platform; Build sets it. It names the binary's local source in the
+	// graph: BuildKit merges identical vertices of concurrent solves, so
+	// two clients baking different binaries under one fixed source ID
+	// could each get the other's binary (seen in the E2E suite).
+	BinaryDigest string
 }
 
 var (
