@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/devbox-dev/devbox/internal/baseline"
@@ -60,7 +61,7 @@ skips BuildKit and takes seconds (docs/build.md, "How the image is layered").`,
 		&cli.StringFlag{Name: "tlskey", EnvVars: []string{"BUILDKIT_TLS_KEY"}, Usage: "client key `FILE` for a tcp:// BuildKit daemon"},
 		&cli.StringFlag{Name: "tlsservername", EnvVars: []string{"BUILDKIT_TLS_SERVERNAME"}, Usage: "server `NAME` expected in the daemon's certificate"},
 		&cli.StringSliceFlag{Name: "devbox-binary", Usage: "linux devbox binary to bake in, as [OS/ARCH=]`PATH` (default: this binary, when it is linux on the target arch)"},
-		&cli.BoolFlag{Name: "rewrite-timestamp", Value: true, Usage: "clamp every file time in the layers to the lock's SOURCE_DATE_EPOCH (reproducible from an empty cache; costs a pass over the layers)"},
+		&cli.BoolFlag{Name: "rewrite-timestamp", Value: true, Usage: "clamp every file time in the heavy layers to the lock's SOURCE_DATE_EPOCH (reproducible from an empty cache; costs a pass over the layers each time BuildKit exports a heavy image, once per image with the image cache)"},
 		&cli.StringFlag{Name: "source", Value: "https://github.com/devbox-dev/devbox", Usage: "org.opencontainers.image.source `URL`"},
 		&cli.StringFlag{Name: "baseline", Usage: "bake the team baseline policy `FILE` at " + layout.BaselinePath + " (digest in a label); repositories using the image may only narrow it, and the policy must lie within it"},
 	},
@@ -152,6 +153,10 @@ func buildAction(c *cli.Context) error {
 		}
 	}
 
+	// BuildKit's client libraries log through logrus; the only thing they
+	// say in a normal build is that the OCI export directory has no
+	// fs-verity, which is noise to a devbox user.
+	logrus.SetLevel(logrus.ErrorLevel)
 	bk, err := image.Connect(ctx, c.String("buildkit-host"), image.TLS{
 		CACert: c.String("tlscacert"), Cert: c.String("tlscert"), Key: c.String("tlskey"), ServerName: c.String("tlsservername"),
 	})
