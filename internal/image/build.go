@@ -274,9 +274,9 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 			return nil, err
 		}
 	}
-	var cache *heavyCache
+	var cache *registry.Cache
 	if o.CacheDir != "" {
-		if cache, err = openHeavyCache(o.CacheDir); err != nil {
+		if cache, err = registry.OpenCache(o.CacheDir, HeavyCacheKeep); err != nil {
 			return nil, err
 		}
 	}
@@ -284,7 +284,7 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 	var missing []int
 	for i := range o.Specs {
 		if cache != nil {
-			if heavy[i], err = cache.get(keys[i]); err != nil {
+			if heavy[i], err = cache.Get(keys[i]); err != nil {
 				return nil, fmt.Errorf("image cache %s: %w", o.CacheDir, err)
 			}
 		}
@@ -310,10 +310,10 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 		for _, i := range missing {
 			img := built[o.Specs[i].Platform]
 			if cache != nil {
-				if err := cache.put(keys[i], img, tmp); err != nil {
+				if err := cache.Put(keys[i], img, tmp); err != nil {
 					return nil, err
 				}
-				if img, err = cache.get(keys[i]); err != nil || img == nil {
+				if img, err = cache.Get(keys[i]); err != nil || img == nil {
 					return nil, fmt.Errorf("image cache %s: the heavy image just stored is not there (%v)", o.CacheDir, err)
 				}
 			}

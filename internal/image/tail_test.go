@@ -5,20 +5,17 @@ import (
 	"bytes"
 	"compress/gzip"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	dbxlayout "github.com/devbox-dev/devbox/internal/layout"
+	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
@@ -227,13 +224,13 @@ func TestAssemble(t *testing.T) {
 		if err != nil {
 			break
 		}
-		if "/"+h.Name == dbxlayout.PolicyPath {
+		if "/"+h.Name == layout.PolicyPath {
 			b, _ := io.ReadAll(tr)
 			found = bytes.Equal(b, pj)
 		}
 	}
 	if !found {
-		t.Errorf("%s with the normalized policy is not in the tail layer", dbxlayout.PolicyPath)
+		t.Errorf("%s with the normalized policy is not in the tail layer", layout.PolicyPath)
 	}
 
 	// A network-only change: the same heavy layers, another tail and config.
@@ -304,82 +301,5 @@ func TestIndex(t *testing.T) {
 		if got, _ := imgs[i].Digest(); got != d.Digest {
 			t.Errorf("manifest %d digest %s, image %s", i, d.Digest, got)
 		}
-	}
-}
-
-// The heavy cache gives back what was stored under a key, keeps the newest
-// HeavyCacheKeep images and removes the blobs nothing uses any more.
-func TestHeavyCache(t *testing.T) {
-	dir := t.TempDir()
-	c, err := openHeavyCache(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if img, err := c.get("k0"); err != nil || img != nil {
-		t.Fatalf("empty cache: get = %v, %v", img, err)
-	}
-	var imgs []v1.Image
-	for i := 0; i <= HeavyCacheKeep; i++ {
-		img, err := random.Image(256, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		imgs = append(imgs, img)
-		if err := c.put("k"+string(rune('0'+i)), img, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Reopened, as the next build would.
-	c, err = openHeavyCache(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if img, _ := c.get("k0"); img != nil {
-		t.Error("the oldest image is still there past HeavyCacheKeep")
-	}
-	oldBlobs, _ := imageBlobs(imgs[0])
-	for _, b := range oldBlobs {
-		if _, err := os.Stat(c.blobPath(b.Digest)); err == nil {
-			t.Errorf("blob %s of the dropped image is left", b.Digest)
-		}
-	}
-	for i := 1; i <= HeavyCacheKeep; i++ {
-		img, err := c.get("k" + string(rune('0'+i)))
-		if err != nil || img == nil {
-			t.Fatalf("k%d: %v, %v", i, img, err)
-		}
-		want, _ := imgs[i].Digest()
-		if got, _ := img.Digest(); got != want {
-			t.Errorf("k%d: digest %s, stored %s", i, got, want)
-		}
-	}
-	// Stored from an OCI layout, the blobs are linked, not copied.
-	src := filepath.Join(t.TempDir(), "oci")
-	img, _ := random.Image(256, 1)
-	lp, err := layout.Write(src, empty.Index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lp.AppendImage(img); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.put("linked", img, src); err != nil {
-		t.Fatal(err)
-	}
-	lm, _ := img.Manifest()
-	a, _ := os.Stat(filepath.Join(src, "blobs", "sha256", lm.Layers[0].Digest.Hex))
-	b, err := os.Stat(c.blobPath(lm.Layers[0].Digest))
-	if err != nil || !os.SameFile(a, b) {
-		t.Errorf("the layer blob was not linked from the layout (%v)", err)
-	}
-
-	// A missing layer blob makes it a miss, not a broken image.
-	last := "k" + string(rune('0'+HeavyCacheKeep))
-	m, _ := imgs[HeavyCacheKeep].Manifest()
-	if err := os.Remove(filepath.Join(dir, "blobs", "sha256", m.Layers[0].Digest.Hex)); err != nil {
-		t.Fatal(err)
-	}
-	if img, err := c.get(last); err != nil || img != nil {
-		t.Errorf("get with a missing blob = %v, %v; want a miss", img, err)
 	}
 }

@@ -1,8 +1,9 @@
 // Package registry is how devbox moves images, through
 // go-containerregistry: it resolves references to digests (auth from the
-// Docker config keychain), reads built images from an OCI layout directory
-// or tarball and copies them to registries keeping their digest, loads
-// image tarballs into a Docker engine, and reads npm registry metadata to
+// Docker config keychain), reads and writes built images as OCI layout
+// directories or tarballs and copies them to registries keeping their
+// digest, keeps images by key in a local Cache, loads image tarballs into a
+// Docker engine, and reads npm registry metadata to
 // pin Claude Code. The Dev Container Feature, an OCI artifact rather than
 // an image, is pushed by package features, which calls
 // go-containerregistry itself.
