@@ -1,10 +1,14 @@
 package registry
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"time"
 
 	"github.com/gofrs/flock"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -15,7 +19,7 @@ import (
 
 // Cache is a store of images by key: an OCI layout directory whose
 // index.json names each image by its key (annotation CacheKeyAnnotation),
-// keeping the Keep most recently stored and each blob once. devbox keeps
+// keeping the most recently used ones and each blob once. devbox keeps
 // its heavy images there (image.HeavyKey), which is what lets a policy edit
 // skip BuildKit's export. A file lock serializes the processes sharing
 // one.
@@ -30,7 +34,7 @@ type Cache struct {
 const CacheKeyAnnotation = "dev.devbox.cache.key"
 
 // OpenCache opens the cache in dir, creating it when missing; it keeps the
-// keep most recently stored images.
+// keep most recently used images, and any used within CacheMinAge.
 func OpenCache(dir string, keep int) (*Cache, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("image cache: %w", err)
@@ -83,6 +87,7 @@ func (c *Cache) Get(key string) (v1.Image, error) {
 				return nil, nil
 			}
 		}
+		c.touch(key)
 		return img, nil
 	}
 	return nil, nil
@@ -105,11 +110,12 @@ func (c *Cache) Put(key string, img v1.Image, from string) error {
 		layout.WithAnnotations(map[string]string{CacheKeyAnnotation: key})); err != nil {
 		return fmt.Errorf("image cache %s: storing an image: %w", c.p, err)
 	}
+	c.touch(key)
 	return c.prune(c.keep)
 }
 
-// prune keeps the keep newest entries of the index (ReplaceImage appends)
-// and removes every blob none of them uses.
+// prune keeps the keep most recently used images and those used within
+// CacheMinAge, and removes every blob none of them uses.
 func (c *Cache) prune(keep int) error {
 	idx, err := c.p.ImageIndex()
 	if err != nil {
@@ -119,18 +125,25 @@ func (c *Cache) prune(keep int) error {
 	if err != nil {
 		return err
 	}
-	if n := len(m.Manifests); n > keep {
-		old := map[v1.Hash]bool{}
-		for _, d := range m.Manifests[:n-keep] {
-			old[d.Digest] = true
+	// The keep most recently used stay, and so does whatever was used
+	// within CacheMinAge: another build may be pushing it right now.
+	entries := slices.Clone(m.Manifests)
+	usedAt := func(d v1.Descriptor) time.Time { return c.usedAt(d.Annotations[CacheKeyAnnotation]) }
+	slices.SortStableFunc(entries, func(a, b v1.Descriptor) int { return usedAt(b).Compare(usedAt(a)) })
+	stay := map[v1.Hash]bool{}
+	for i, d := range entries {
+		if i < keep || time.Since(usedAt(d)) < CacheMinAge {
+			stay[d.Digest] = true
 		}
-		for _, d := range m.Manifests[n-keep:] {
-			delete(old, d.Digest) // stored again under another key
+	}
+	var drop []v1.Hash
+	for _, d := range entries {
+		if !stay[d.Digest] && !slices.Contains(drop, d.Digest) {
+			drop = append(drop, d.Digest)
+			os.Remove(c.usedPath(d.Annotations[CacheKeyAnnotation]))
 		}
-		drop := make([]v1.Hash, 0, len(old))
-		for h := range old {
-			drop = append(drop, h)
-		}
+	}
+	if len(drop) > 0 {
 		if err := c.p.RemoveDescriptors(match.Digests(drop...)); err != nil {
 			return err
 		}
@@ -190,6 +203,34 @@ func (c *Cache) link(dir string) {
 		}
 		return nil
 	})
+}
+
+// CacheMinAge is how long after its last use an image stays in a Cache
+// whatever the count: long enough for any build that got it to push it.
+const CacheMinAge = time.Hour
+
+// usedPath is the file whose time says when key was last stored or got.
+func (c *Cache) usedPath(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return filepath.Join(string(c.p), "used", hex.EncodeToString(sum[:16]))
+}
+
+func (c *Cache) usedAt(key string) time.Time {
+	fi, err := os.Stat(c.usedPath(key))
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
+}
+
+// touch records that key was used now.
+func (c *Cache) touch(key string) {
+	f := c.usedPath(key)
+	if os.MkdirAll(filepath.Dir(f), 0o755) == nil {
+		os.WriteFile(f, nil, 0o644)
+		now := time.Now()
+		os.Chtimes(f, now, now)
+	}
 }
 
 func (c *Cache) blobPath(h v1.Hash) string {

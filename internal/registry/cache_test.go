@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -33,6 +34,13 @@ func TestCache(t *testing.T) {
 		if err := c.Put("k"+string(rune('0'+i)), img, ""); err != nil {
 			t.Fatal(err)
 		}
+		if i == 0 {
+			// k0 was last used long ago; the others are recent.
+			old := time.Now().Add(-2 * CacheMinAge)
+			if err := os.Chtimes(c.usedPath("k0"), old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	// Reopened, as the next build would.
 	c, err = OpenCache(dir, keep)
@@ -40,7 +48,7 @@ func TestCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	if img, _ := c.Get("k0"); img != nil {
-		t.Error("the oldest image is still there past keep")
+		t.Error("the least recently used image, unused for two hours, is still there past keep")
 	}
 	oldBlobs, _ := imageBlobs(imgs[0])
 	for _, b := range oldBlobs {
@@ -58,6 +66,12 @@ func TestCache(t *testing.T) {
 			t.Errorf("k%d: digest %s, stored %s", i, got, want)
 		}
 	}
+	// One more past keep, but every image was used within the hour: all stay.
+	defer func() {
+		if img, _ := c.Get("k1"); img == nil {
+			t.Error("an image used within CacheMinAge was dropped")
+		}
+	}()
 	// Stored from an OCI layout, the blobs are linked, not copied.
 	src := filepath.Join(t.TempDir(), "oci")
 	img, _ := random.Image(256, 1)
