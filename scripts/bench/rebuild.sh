@@ -19,7 +19,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/devbox" ./cmd/devbox
 claude=${CLAUDE:-none}
-repo="$DEVBOX_REGISTRY/devbox/bench-rebuild-$$"
+# A fixed repository: the tag is in the policy, so another one is another
+# image; with this one, two runs (each with an empty image cache) print the
+# same digests when the build is reproducible.
+repo="$DEVBOX_REGISTRY/devbox/bench-rebuild"
 policy() { # $1 = the network.allow list
 	mkdir -p "$work/repo"
 	cat >"$work/repo/devbox.policy.jsonc" <<POLICY
@@ -37,8 +40,12 @@ cache=${CACHE:-$work/cache}
 build() { # $1 = label
 	local t0 t1 out
 	t0=$(date +%s.%N)
-	out=$("$work/devbox" build --policy "$work/repo/devbox.policy.jsonc" --frozen --push --progress quiet \
-		--cache-dir "$cache" --rewrite-timestamp="${REWRITE:-true}" 2>"$work/stderr")
+	if ! out=$("$work/devbox" build --policy "$work/repo/devbox.policy.jsonc" --frozen --push --progress quiet \
+		--cache-dir "$cache" --rewrite-timestamp="${REWRITE:-true}" 2>"$work/stderr"); then
+		echo "$1: devbox build failed:" >&2
+		tail -20 "$work/stderr" >&2
+		exit 1
+	fi
 	t1=$(date +%s.%N)
 	printf '%-11s %7.1f s  %s\n            %s\n' "$1" "$(echo "$t1 - $t0" | bc)" "${out##*@}" "$(grep '^devbox: built' "$work/stderr" || tail -1 "$work/stderr")"
 }
