@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/moby/buildkit/client"
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
@@ -157,14 +158,15 @@ func buildAction(c *cli.Context) error {
 	// say in a normal build is that the OCI export directory has no
 	// fs-verity, which is noise to a devbox user.
 	logrus.SetLevel(logrus.ErrorLevel)
-	bk, err := image.Connect(ctx, c.String("buildkit-host"), image.TLS{
-		CACert: c.String("tlscacert"), Cert: c.String("tlscert"), Key: c.String("tlskey"), ServerName: c.String("tlsservername"),
-	})
-	if err != nil {
-		return err
+	// BuildKit is dialled only when the heavy image is not in the image
+	// cache (or --cache-to asks for its cache): a policy edit needs no
+	// daemon.
+	o.Connect = func(ctx context.Context) (*client.Client, error) {
+		return image.Connect(ctx, c.String("buildkit-host"), image.TLS{
+			CACert: c.String("tlscacert"), Cert: c.String("tlscert"), Key: c.String("tlskey"), ServerName: c.String("tlsservername"),
+		})
 	}
-	defer bk.Close()
-	res, err := image.Build(ctx, bk, o)
+	res, err := image.Build(ctx, nil, o)
 	if err != nil {
 		return fmt.Errorf("build: %w", err)
 	}

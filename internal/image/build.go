@@ -185,6 +185,10 @@ type BuildOptions struct {
 	// whose heavy image is there does not ask BuildKit for it. "" builds
 	// it with BuildKit every time.
 	CacheDir string
+	// Connect dials BuildKit when Build is given no client and needs one
+	// (a heavy image not in CacheDir, or CacheTo): a policy edit then
+	// builds with no daemon at all. Build closes the client it got.
+	Connect func(context.Context) (*client.Client, error)
 
 	// KeepTimestamps skips rewriting the heavy layers' file times to the
 	// lock's SOURCE_DATE_EPOCH. The rewrite makes a build from an empty
@@ -250,7 +254,8 @@ func LocalBinaryName(platform string) string {
 	return LocalBinary + "-" + strings.ReplaceAll(platform, "/", "-")
 }
 
-// Build makes the image of every spec and writes it to each output. The
+// Build makes the image of every spec and writes it to each output. c may
+// be nil when o.Connect is set. The
 // heavy image of each spec (Graph) comes from CacheDir when it holds one
 // for its HeavyKey; the others are solved together against c and exported
 // once into the cache. Then each platform's tail is appended (Assemble).
@@ -301,6 +306,15 @@ func Build(ctx context.Context, c *client.Client, o BuildOptions) (*Result, erro
 			return nil, err
 		}
 		defer os.RemoveAll(tmp)
+		if c == nil {
+			if o.Connect == nil {
+				return nil, errors.New("image: no BuildKit client and no Connect")
+			}
+			if c, err = o.Connect(ctx); err != nil {
+				return nil, err
+			}
+			defer c.Close()
+		}
 		built, rec, err := solveHeavy(ctx, c, o, plats, missing, tmp)
 		if err != nil {
 			return nil, err
