@@ -136,8 +136,8 @@ func TestServiceDocker(t *testing.T) {
 	base := Env(t, "DEVBOX_BASE_IMAGE")
 	d.Run(t, "pull", "-q", base)
 	got := d.Run(t, "run", "--rm", "--network", "none", base, "cat", "/etc/debian_version")
-	if !strings.HasPrefix(got, "12.") {
-		t.Errorf("/etc/debian_version in %s = %q, want bookworm (12.x)", base, got)
+	if !strings.HasPrefix(got, "13.") {
+		t.Errorf("/etc/debian_version in %s = %q, want trixie (13.x)", base, got)
 	}
 }
 

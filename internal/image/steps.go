@@ -93,6 +93,19 @@ var BasePackages = []string{"bubblewrap", "ca-certificates", "iproute2", "ipset"
 // image.packages adds more.
 var DefaultTools = []string{"bash-completion", "curl", "git", "jq", "less", "procps", "ripgrep", "unzip"}
 
+// slimConfig is the dpkg config the packages step writes for its own
+// apt-get install, with slimExcludes: Debian's slim images' path-excludes
+// (docker-debian-artifacts), shell-quoted.
+const slimConfig = "/etc/dpkg/dpkg.cfg.d/devbox-slim"
+
+var slimExcludes = []string{
+	"'path-exclude /usr/share/doc/*'", "'path-include /usr/share/doc/*/copyright'",
+	"'path-exclude /usr/share/groff/*'", "'path-exclude /usr/share/info/*'",
+	"'path-exclude /usr/share/linda/*'", "'path-exclude /usr/share/lintian/overrides/*'",
+	"'path-exclude /usr/share/locale/*'", "'path-include /usr/share/locale/locale.alias'",
+	"'path-exclude /usr/share/man/*'",
+}
+
 // forbiddenPackages would give the agent's user a way back to root.
 var forbiddenPackages = []string{"sudo", "doas", "opendoas", "sudo-ldap", "pkexec", "policykit-1", "polkitd"}
 
@@ -326,9 +339,15 @@ func Steps(spec Spec) ([]Step, error) {
 		"  exit 1",
 		"fi",
 		"export DEBIAN_FRONTEND=noninteractive",
+		// dpkg leaves out docs, man pages and translations while it unpacks,
+		// as in Debian's slim images (the same path-excludes): tens of MB
+		// no one reads in a container. Copyrights stay. The file goes
+		// afterwards, so the base's own dpkg config is what remains.
+		"printf '%s\\n' " + strings.Join(slimExcludes, " ") + " > " + slimConfig,
 		"apt-get update",
 		"apt-get install -y --no-install-recommends " + strings.Join(spec.Packages(), " "),
 		"apt-get clean",
+		"rm -f " + slimConfig,
 		// Lists, caches and logs only make the layer bigger and less
 		// reproducible.
 		"rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt/* /var/log/dpkg.log /var/log/alternatives.log /var/cache/debconf/*-old /var/cache/ldconfig/aux-cache",
@@ -352,7 +371,15 @@ func Steps(spec Spec) ([]Step, error) {
 		fmt.Sprintf("useradd --system --uid %d --gid %d --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin %s",
 			layout.GateUID, layout.GateUID, layout.GateUser),
 		fmt.Sprintf("getent group %d >/dev/null || groupadd --gid %d %s", u.GID, u.GID, u.Name),
-		fmt.Sprintf("useradd --uid %d --gid %d --create-home --home-dir %s --shell /bin/bash %s", u.UID, u.GID, home, u.Name),
+		// A base may already have a user with this uid: the official Node
+		// images have node (1000:1000). It becomes the agent's user, home
+		// moved, so files the base gave it stay its own.
+		fmt.Sprintf("if old=$(getent passwd %d | cut -d: -f1) && [ -n \"$old\" ]; then", u.UID),
+		fmt.Sprintf("  if [ \"$old\" != %s ]; then usermod --login %s --home %s --move-home \"$old\"; fi", u.Name, u.Name, home),
+		fmt.Sprintf("  usermod --gid %d --shell /bin/bash %s && mkdir -p %s && chown %d:%d %s", u.GID, u.Name, home, u.UID, u.GID, home),
+		"else",
+		fmt.Sprintf("  useradd --uid %d --gid %d --create-home --home-dir %s --shell /bin/bash %s", u.UID, u.GID, home, u.Name),
+		"fi",
 		// The toolchain caches, the user's from the start, so npm, pip and
 		// go write them in the container and under `devbox run`
 		// (sandbox.ToolchainCaches).

@@ -1,12 +1,13 @@
 // Command baseimage turns a root filesystem tarball into a one-layer OCI image
 // and pushes it to a registry. scripts/services uses it to publish the
-// debootstrap bookworm base that devbox's tests build on, because the tests
-// may not reach any public registry.
+// debootstrap stand-ins of the official Debian, Node and Python images that
+// devbox's tests build on, because the tests may not reach any public
+// registry.
 //
 // Usage:
 //
-//	go run ./scripts/baseimage -rootfs rootfs.tar -ref 127.0.0.1:5055/devbox/base:bookworm
-//	go run ./scripts/baseimage -rootfs amd64=rootfs.tar -rootfs arm64=rootfs-arm64.tar -ref …:bookworm-multi
+//	go run ./scripts/baseimage -rootfs rootfs.tar -ref 127.0.0.1:5055/devbox/base:trixie -created-by 'debootstrap …'
+//	go run ./scripts/baseimage -rootfs amd64=rootfs.tar -rootfs arm64=rootfs-arm64.tar -ref …:trixie-multi
 //
 // With more than one -rootfs, each ARCH=PATH is one linux/ARCH image and the
 // reference names their index, as a multi-platform official image does.
@@ -47,16 +48,17 @@ func (r *rootfsFlag) Set(v string) error { *r = append(*r, v); return nil }
 func main() {
 	var rootfs rootfsFlag
 	flag.Var(&rootfs, "rootfs", "root filesystem tarball (made with tar --numeric-owner), as PATH or ARCH=PATH; repeat for an index")
-	ref := flag.String("ref", "", "image reference to push, e.g. 127.0.0.1:5055/devbox/base:bookworm")
+	ref := flag.String("ref", "", "image reference to push, e.g. 127.0.0.1:5055/devbox/base:trixie")
+	createdBy := flag.String("created-by", "debootstrap --variant=minbase bookworm", "the layer's history entry: how the rootfs was made")
 	insecure := flag.Bool("insecure", false, "allow plain HTTP to the registry (127.0.0.1 is allowed anyway)")
 	flag.Parse()
-	if err := run(rootfs, *ref, *insecure); err != nil {
+	if err := run(rootfs, *ref, *createdBy, *insecure); err != nil {
 		fmt.Fprintf(os.Stderr, "baseimage: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(rootfs []string, ref string, insecure bool) error {
+func run(rootfs []string, ref, createdBy string, insecure bool) error {
 	if len(rootfs) == 0 || ref == "" {
 		return errors.New("both -rootfs and -ref are required")
 	}
@@ -75,7 +77,7 @@ func run(rootfs []string, ref string, insecure bool) error {
 		if !ok {
 			arch, path = runtime.GOARCH, r
 		}
-		img, err = image(path, arch)
+		img, err = image(path, arch, createdBy)
 		if err != nil {
 			return err
 		}
@@ -101,8 +103,9 @@ func run(rootfs []string, ref string, insecure bool) error {
 	return nil
 }
 
-// image builds the one-layer image from the rootfs tarball.
-func image(rootfs, arch string) (v1.Image, error) {
+// image builds the one-layer image from the rootfs tarball; by names how it
+// was made in the image's history.
+func image(rootfs, arch, by string) (v1.Image, error) {
 	if _, err := os.Stat(rootfs); err != nil {
 		return nil, fmt.Errorf("-rootfs: %w", err)
 	}
@@ -110,9 +113,8 @@ func image(rootfs, arch string) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-rootfs %s: %w", rootfs, err)
 	}
-	by := "debootstrap --variant=minbase bookworm"
 	if arch != runtime.GOARCH {
-		by = "debootstrap --variant=minbase --arch=" + arch + " bookworm"
+		by += " (" + arch + ")"
 	}
 	img, err := mutate.Append(empty.Image, mutate.Addendum{
 		Layer:   layer,

@@ -24,9 +24,11 @@ RUN set -eu; \
       exit 1; \
     fi; \
     export DEBIAN_FRONTEND=noninteractive; \
+    printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*/copyright' 'path-exclude /usr/share/groff/*' 'path-exclude /usr/share/info/*' 'path-exclude /usr/share/linda/*' 'path-exclude /usr/share/lintian/overrides/*' 'path-exclude /usr/share/locale/*' 'path-include /usr/share/locale/locale.alias' 'path-exclude /usr/share/man/*' > /etc/dpkg/dpkg.cfg.d/devbox-slim; \
     apt-get update; \
     apt-get install -y --no-install-recommends bash-completion bubblewrap ca-certificates curl git iproute2 ipset iptables jq less procps ripgrep socat unzip; \
     apt-get clean; \
+    rm -f /etc/dpkg/dpkg.cfg.d/devbox-slim; \
     rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt/* /var/log/dpkg.log /var/log/alternatives.log /var/cache/debconf/*-old /var/cache/ldconfig/aux-cache
 # accounts
 RUN set -eu; \
@@ -39,7 +41,12 @@ RUN set -eu; \
     groupadd --system --gid 997 devbox-gate; \
     useradd --system --uid 997 --gid 997 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin devbox-gate; \
     getent group 1000 >/dev/null || groupadd --gid 1000 dev; \
-    useradd --uid 1000 --gid 1000 --create-home --home-dir /home/dev --shell /bin/bash dev; \
+    if old=$(getent passwd 1000 | cut -d: -f1) && [ -n "$old" ]; then \
+      if [ "$old" != dev ]; then usermod --login dev --home /home/dev --move-home "$old"; fi; \
+      usermod --gid 1000 --shell /bin/bash dev && mkdir -p /home/dev && chown 1000:1000 /home/dev; \
+    else \
+      useradd --uid 1000 --gid 1000 --create-home --home-dir /home/dev --shell /bin/bash dev; \
+    fi; \
     mkdir -p /home/dev/.cache /home/dev/.npm /home/dev/go && chown 1000:1000 /home/dev/.cache /home/dev/.npm /home/dev/go; \
     git config --system --add safe.directory '*'; \
     mkdir -p /etc/devbox /var/log/devbox; \

@@ -1,7 +1,9 @@
 // Command imagesize prints the per-layer table of a devbox image written by
 // `devbox build --output oci=DIR`: each layer's uncompressed and compressed
 // size and the step that made it, the total against the size budget, and the
-// Debian packages the packages step added with their installed size.
+// Debian packages the packages step added with their installed size and the
+// bytes their files take in that layer (what is left after dpkg's
+// path-excludes).
 //
 //	go run ./scripts/bench/imagesize -budget 600 DIR
 package main
@@ -73,12 +75,13 @@ func run(dir string, budget float64) error {
 	fmt.Println("|---|---:|---:|")
 	var total, totalC int64
 	before, after := map[string]int64{}, map[string]int64{}
+	var pkgLayer *layerFiles
 	for i, l := range layers {
 		name := fmt.Sprintf("layer %d", i+1)
 		if i < len(names) {
 			name = names[i]
 		}
-		status, n, err := readLayer(l)
+		status, files, n, err := readLayer(l)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -89,6 +92,7 @@ func run(dir string, budget float64) error {
 		if status != nil {
 			if strings.HasSuffix(name, " packages") {
 				after = status
+				pkgLayer = files
 			} else if len(after) == 0 {
 				before = status
 			}
@@ -100,21 +104,48 @@ func run(dir string, budget float64) error {
 	fmt.Printf("| **total** | **%.1f** | **%.1f** |\n", mb(total), mb(totalC))
 
 	type pkg struct {
-		name string
-		kb   int64
+		name  string
+		kb    int64
+		bytes int64
 	}
 	var added []pkg
-	var addedKB int64
+	var addedKB, addedBytes int64
+	owned := map[string]bool{}
 	for n, kb := range after {
 		if _, ok := before[n]; !ok {
-			added = append(added, pkg{n, kb})
+			p := pkg{name: n, kb: kb}
+			if pkgLayer != nil {
+				for _, f := range pkgLayer.lists[n] {
+					if _, ok := pkgLayer.sizes[f]; !ok {
+						// merged /usr: dpkg lists /bin/x, the layer has /usr/bin/x.
+						f = "/usr" + f
+					}
+					if _, ok := pkgLayer.sizes[f]; ok && !owned[f] {
+						p.bytes += pkgLayer.sizes[f]
+						owned[f] = true
+					}
+				}
+			}
+			added = append(added, p)
 			addedKB += kb
+			addedBytes += p.bytes
 		}
 	}
-	sort.Slice(added, func(i, j int) bool { return added[i].kb > added[j].kb })
-	fmt.Printf("\nPackages the packages step added (%d, %.1f MB installed, dpkg's Installed-Size):\n\n", len(added), float64(addedKB)/1024)
+	sort.Slice(added, func(i, j int) bool { return added[i].bytes > added[j].bytes })
+	fmt.Printf("\nPackages the packages step added (%d): dpkg's Installed-Size, and the bytes of their files in the layer\n\n", len(added))
+	fmt.Printf("  %-28s %9s %9s\n", "package", "dpkg MB", "layer MB")
 	for _, p := range added {
-		fmt.Printf("  %-28s %7.1f MB\n", p.name, float64(p.kb)/1024)
+		fmt.Printf("  %-28s %9.1f %9.1f\n", p.name, float64(p.kb)/1024, mb(p.bytes))
+	}
+	if pkgLayer != nil {
+		var rest int64
+		for f, n := range pkgLayer.sizes {
+			if !owned[f] {
+				rest += n
+			}
+		}
+		fmt.Printf("  %-28s %9s %9.1f\n", "(no package's file: dpkg db, caches, config)", "", mb(rest))
+		fmt.Printf("  %-28s %9.1f %9.1f\n", "total", float64(addedKB)/1024, mb(addedBytes+rest))
 	}
 	fmt.Printf("\nbudget: %.1f MB of %.0f MB\n", mb(total), budget)
 	if mb(total) > budget {
@@ -125,34 +156,53 @@ func run(dir string, budget float64) error {
 
 func mb(n int64) float64 { return float64(n) / 1e6 }
 
-// readLayer returns the layer's uncompressed size and, when it carries
-// dpkg's status file, each installed package's Installed-Size in KiB.
-func readLayer(l v1.Layer) (map[string]int64, int64, error) {
+// layerFiles is what a layer holds: each regular file's size by absolute
+// path, and the file lists of the packages dpkg (re)wrote in it.
+type layerFiles struct {
+	sizes map[string]int64
+	lists map[string][]string // package name (no :arch) → its files
+}
+
+// readLayer returns the layer's uncompressed size, its files and, when it
+// carries dpkg's status file, each installed package's Installed-Size in
+// KiB.
+func readLayer(l v1.Layer) (map[string]int64, *layerFiles, int64, error) {
 	rc, err := l.Uncompressed()
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	defer rc.Close()
 	cr := &counter{r: rc}
 	tr := tar.NewReader(cr)
 	var status map[string]int64
+	files := &layerFiles{sizes: map[string]int64{}, lists: map[string][]string{}}
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
-		if strings.TrimPrefix(h.Name, "./") == "var/lib/dpkg/status" {
+		name := "/" + strings.TrimPrefix(strings.TrimPrefix(h.Name, "./"), "/")
+		if h.Typeflag == tar.TypeReg {
+			files.sizes[name] = h.Size
+		}
+		switch {
+		case name == "/var/lib/dpkg/status":
 			status, err = parseStatus(tr)
-			if err != nil {
-				return nil, 0, err
-			}
+		case strings.HasPrefix(name, "/var/lib/dpkg/info/") && strings.HasSuffix(name, ".list"):
+			pkg, _, _ := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(name, "/var/lib/dpkg/info/"), ".list"), ":")
+			var b []byte
+			b, err = io.ReadAll(tr)
+			files.lists[pkg] = strings.Split(strings.TrimSpace(string(b)), "\n")
+		}
+		if err != nil {
+			return nil, nil, 0, err
 		}
 	}
 	io.Copy(io.Discard, cr)
-	return status, cr.n, nil
+	return status, files, cr.n, nil
 }
 
 func parseStatus(r io.Reader) (map[string]int64, error) {

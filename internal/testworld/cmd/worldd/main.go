@@ -6,10 +6,15 @@
 //
 //	query udp A api.test from 10.0.0.5:41234
 //	conn tcp 10.0.0.2:443 from 10.0.0.5:50112
+//	http GET /simple/ from 10.0.0.5:50114
 //
 // With -tls-cert it also serves HTTPS on port 443 of every address (leave
 // 443 out of -tcp): the fake Messages API for -api-host and a git
 // smart-HTTP server for -git-host (git must be installed), see https.go.
+//
+// -files PORT=DIR serves the files under DIR over plain HTTP on PORT: a
+// static npm registry (package documents and tarballs) or a pip "simple"
+// index is just files, so package installs run against the world.
 package main
 
 import (
@@ -37,7 +42,7 @@ func (l *list) String() string     { return strings.Join(*l, ",") }
 func (l *list) Set(v string) error { *l = append(*l, v); return nil }
 
 func main() {
-	var addrs, records list
+	var addrs, records, files list
 	tcp := flag.String("tcp", "80,443,8080", "TCP ports to serve on every address")
 	udp := flag.String("udp", "443,5000", "UDP ports to serve on every address")
 	flag.Var(&addrs, "addr", "address to serve on (repeatable; default 0.0.0.0 and ::)")
@@ -51,6 +56,7 @@ func main() {
 	flag.StringVar(&hs.gitToken, "git-token", "", "the basic-auth password the git server accepts")
 	flag.StringVar(&hs.gitDir, "git-dir", "/tmp/worldd-git", "directory for the git server's bare repositories (DIR/repos/OWNER/NAME.git)")
 	flag.Var(&hs.gitRepos, "git-repo", "a repository the git server has, OWNER/NAME (repeatable)")
+	flag.Var(&files, "files", "PORT=DIR: serve the files under DIR over HTTP on PORT (repeatable)")
 	flag.Parse()
 	if len(addrs) == 0 {
 		addrs = list{"0.0.0.0", "::"}
@@ -115,6 +121,21 @@ func main() {
 			pc, err := net.ListenPacket("udp", ap(p))
 			check(err)
 			rec.ServeUDP(pc)
+		}
+		for _, f := range files {
+			port, dir, ok := strings.Cut(f, "=")
+			if !ok || len(ports(port)) != 1 {
+				log.Fatalf("worldd: -files %q: want PORT=DIR", f)
+			}
+			l, err := net.Listen("tcp", ap(ports(port)[0]))
+			check(err)
+			fs := http.FileServer(http.Dir(dir))
+			go http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				out.Lock()
+				fmt.Printf("http %s %s from %s\n", r.Method, r.URL.Path, r.RemoteAddr)
+				out.Unlock()
+				fs.ServeHTTP(w, r)
+			}))
 		}
 	}
 	fmt.Println("worldd: ready")
