@@ -76,6 +76,16 @@ type worldOptions struct {
 	Prefix4, Prefix6 string
 	// Records are startWorld's records.
 	Records []func(w *world) []string
+	// Files are served by W1 over HTTP (worldd -files).
+	Files []worldFiles
+}
+
+// worldFiles has W1 serve the files under Dir over HTTP on Port, as Names:
+// each resolves to W1 in the world's DNS.
+type worldFiles struct {
+	Dir   string
+	Port  int
+	Names []string
 }
 
 // startWorldWith is startWorld with options.
@@ -118,12 +128,25 @@ func startWorldWith(t testing.TB, d devboxtest.Docker, base, worldd string, o wo
 	for _, r := range o.Records {
 		zone = append(zone, r(w)...)
 	}
+	for _, f := range o.Files {
+		for _, n := range f.Names {
+			zone = append(zone, n+" A 60 "+w.W1)
+		}
+	}
 	for i, ip := range [][2]string{{w.W1, w.W1v6}, {w.W2, w.W2v6}} {
 		name := fmt.Sprintf("%s-w%d", w.Net, i+1)
 		args := []string{"run", "-d", "--name", name, "--network", w.Net, "--ip", ip[0], "--ip6", ip[1],
 			"--sysctl", "net.ipv6.conf.all.disable_ipv6=0",
-			"-v", worldd + ":/usr/local/bin/worldd:ro", base,
-			"/usr/local/bin/worldd", "-addr", ip[0], "-addr", ip[1]}
+			"-v", worldd + ":/usr/local/bin/worldd:ro"}
+		var serve []string
+		if i == 0 {
+			for j, f := range o.Files {
+				dir := fmt.Sprintf("/srv/files%d", j)
+				args = append(args, "-v", f.Dir+":"+dir+":ro")
+				serve = append(serve, "-files", fmt.Sprintf("%d=%s", f.Port, dir))
+			}
+		}
+		args = append(append(args, base, "/usr/local/bin/worldd", "-addr", ip[0], "-addr", ip[1]), serve...)
 		for _, r := range zone {
 			args = append(args, "-record", r)
 		}
