@@ -136,6 +136,9 @@ func testPodmanMode(t *testing.T, e env, m podmanMode, image, shared string) {
 	pd := m.cli(t, shared)
 	pe := e
 	pe.d = pd
+	// Last: the image leaves this podman's store (every devbox binary
+	// makes a new digest, so a kept one would only pile up).
+	t.Cleanup(func() { pd.Command(context.Background(), "rmi", image).Run() })
 	w := startWorldWith(t, pd, e.base, e.worldd, worldOptions{Prefix4: "10.232", Prefix6: "fd7f:db0", Records: []func(*world) []string{allowedAAAA}})
 	control := "control-" + w.Nonce + ".test"
 	pd.Command(context.Background(), append(append([]string{"run", "--rm"}, w.runArgs()...), e.base, "getent", "hosts", control)...).Run()
