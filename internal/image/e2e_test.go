@@ -1,14 +1,12 @@
 package image_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -476,24 +474,8 @@ func TestE2EBuild(t *testing.T) {
 		t.Logf("new: policy layer %s (%d bytes), config %s (%d bytes)", m2.Layers[n-1].Digest, m2.Layers[n-1].Size, m2.Config.Digest, m2.Config.Size)
 		// The new policy is in the last layer.
 		layers, _ := img2.Layers()
-		rc, err := layers[n-1].Uncompressed()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rc.Close()
 		pj, _ := image.PolicyJSON(spec.Policy)
-		tr := tar.NewReader(rc)
-		found := false
-		for {
-			h, err := tr.Next()
-			if err != nil {
-				break
-			}
-			if "/"+h.Name == layout.PolicyPath {
-				got, _ := io.ReadAll(tr)
-				found = bytes.Equal(got, pj)
-			}
-		}
+		found := image.LayerHolds(t, layers[n-1], layout.PolicyPath, pj)
 		if !found {
 			t.Errorf("the last layer does not hold %s with the new policy", layout.PolicyPath)
 		}

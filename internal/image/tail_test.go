@@ -215,20 +215,8 @@ func TestAssemble(t *testing.T) {
 
 	// The policy file is in the tail layer.
 	layers, _ := img.Layers()
-	rc, _ := layers[len(layers)-1].Uncompressed()
-	tr := tar.NewReader(rc)
 	pj, _ := PolicyJSON(spec.Policy)
-	found := false
-	for {
-		h, err := tr.Next()
-		if err != nil {
-			break
-		}
-		if "/"+h.Name == layout.PolicyPath {
-			b, _ := io.ReadAll(tr)
-			found = bytes.Equal(b, pj)
-		}
-	}
+	found := LayerHolds(t, layers[len(layers)-1], layout.PolicyPath, pj)
 	if !found {
 		t.Errorf("%s with the normalized policy is not in the tail layer", layout.PolicyPath)
 	}
@@ -300,6 +288,29 @@ func TestIndex(t *testing.T) {
 		}
 		if got, _ := imgs[i].Digest(); got != d.Digest {
 			t.Errorf("manifest %d digest %s, image %s", i, d.Digest, got)
+		}
+	}
+}
+
+// LayerHolds reports whether layer l has the file path (absolute, as in
+// the image) with exactly the bytes want. Exported for the e2e tests of
+// package image_test, which check the policy layer of a pushed image.
+func LayerHolds(t testing.TB, l v1.Layer, path string, want []byte) bool {
+	t.Helper()
+	rc, err := l.Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return false
+		}
+		if "/"+h.Name == path {
+			got, _ := io.ReadAll(tr)
+			return bytes.Equal(got, want)
 		}
 	}
 }
