@@ -320,6 +320,13 @@ func TestE2EBuild(t *testing.T) {
 			"echo lang=$LANG",
 			"echo safe=$(git config --system --get safe.directory)",
 			"echo caches=$(stat -c %u /home/dev/.cache /home/dev/.npm /home/dev/go | paste -sd, -)",
+			// The lean packages step: git works without the full Perl
+			// (perl-base's perl stays, Pod::Usage from perl-modules is
+			// gone) and without its server programs.
+			"cd $(mktemp -d) && git init -q && git -c user.name=a -c user.email=a@x.test commit -q --allow-empty -m lean && echo gitlog=$(git log --format=%s) && cd /",
+			"echo perl=$(perl -e 'print 1+1') podusage=$(perl -MPod::Usage -e1 2>/dev/null && echo yes || echo no)",
+			"echo gitdaemon=$(git daemon --version >/dev/null 2>&1 && echo yes || echo no)",
+			"echo dpkgcfg=$(ls /etc/dpkg/dpkg.cfg.d | grep -c devbox)",
 		}, "; ")
 		got := e.docker.Run(t, "run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", ref, "-c", script)
 		sum := sha256Hex(pj)
@@ -338,6 +345,10 @@ func TestE2EBuild(t *testing.T) {
 			"lang=C.UTF-8",
 			"safe=*",
 			"caches=1000,1000,1000",
+			"gitlog=lean",
+			"perl=2 podusage=no",
+			"gitdaemon=no",
+			"dpkgcfg=0",
 		} {
 			if !strings.Contains(got, w+"\n") && !strings.HasSuffix(got, w) {
 				t.Errorf("inside the image: want %q in\n%s", w, got)

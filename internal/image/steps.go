@@ -106,6 +106,61 @@ var slimExcludes = []string{
 	"'path-exclude /usr/share/man/*'",
 }
 
+// leanConfig is the dpkg config the packages step writes beside slimConfig,
+// with leanExcludes: the parts of the default tools' dependencies that
+// nothing in the image uses. It goes afterwards too.
+const leanConfig = "/etc/dpkg/dpkg.cfg.d/devbox-lean"
+
+// gitServerExcludes are git's programs for serving repositories and
+// mailing patches (git daemon, http-backend, shell, imap-send, the WebDAV
+// http-push, scalar): 14 MB that a developer's or an agent's checkout never
+// runs.
+var gitServerExcludes = []string{
+	"'path-exclude /usr/lib/git-core/git-daemon'", "'path-exclude /usr/lib/git-core/git-http-backend'",
+	"'path-exclude /usr/lib/git-core/git-shell'", "'path-exclude /usr/bin/git-shell'",
+	"'path-exclude /usr/lib/git-core/git-imap-send'", "'path-exclude /usr/lib/git-core/git-http-push'",
+	"'path-exclude /usr/lib/git-core/scalar'", "'path-exclude /usr/bin/scalar'",
+}
+
+// perlExcludes leave out the full Perl that Debian's git depends on: no
+// program of the git package is written in Perl (its Perl modules serve
+// git-svn and git-send-email, packages of their own), and perl-base, in
+// every Debian base, keeps /usr/bin/perl with its core modules. 53 MB.
+// They apply only when nothing else installed needs Perl: see
+// restorePerlScript.
+var perlExcludes = []string{
+	"'path-exclude /usr/share/perl/5.*'", "'path-exclude /usr/lib/*/perl/5.*'",
+	"'path-exclude /usr/lib/*/libperl.so.5.*'",
+}
+
+// perlPackages are the packages whose files perlExcludes leave out; a
+// policy that lists one of them in image.packages keeps them whole.
+func isPerlPackage(name string) bool {
+	return name == "perl" || strings.HasPrefix(name, "libperl5.") || strings.HasPrefix(name, "perl-modules-5.")
+}
+
+// restorePerlScript puts back the files perlExcludes left out when another
+// installed package needs Perl (a policy's image.packages such as rename
+// or a libfoo-perl): one that depends on perl, libperl or perl-modules
+// itself, or one of git's Perl commands (git-email, git-svn, …), which
+// count on git's dependency. It names them, drops the exclusion and
+// reinstalls the two packages whole. Any package in a dependency chain to
+// Perl depends on it directly, so one level of Depends/Pre-Depends is
+// enough.
+var restorePerlScript = []string{
+	`perl_users=$(dpkg-query -W -f='${Status}\t${Package}\t${Depends}, ${Pre-Depends}\n' | awk -F '\t' '`,
+	`  $1 == "install ok installed" && ($2 ~ /^git-./ && $2 != "git-man" || $2 == "gitweb") { print $2; next }`,
+	`  $1 == "install ok installed" && $2 !~ /^(git|perl|libperl5\.[0-9.]+|perl-modules-5\.[0-9.]+|liberror-perl)$/ {`,
+	`    n = split($3, dep, /[,|]/)`,
+	`    for (i = 1; i <= n; i++) { d = dep[i]; sub(/^ +/, "", d); sub(/[ (:].*/, "", d)`,
+	`      if (d ~ /^(perl|libperl5\.[0-9.]+|perl-modules-5\.[0-9.]+)$/) { print $2; break } } }')`,
+	`if [ -n "$perl_users" ]; then`,
+	`  echo "devbox: keeping Perl whole, needed by:" $perl_users`,
+	"  rm -f " + leanConfig,
+	`  apt-get install -y --no-install-recommends --reinstall $(dpkg-query -W -f='${Status} ${Package}\n' 'libperl5.*' 'perl-modules-5.*' 2>/dev/null | awk '/^install ok installed / { print $4 }')`,
+	"fi",
+}
+
 // forbiddenPackages would give the agent's user a way back to root.
 var forbiddenPackages = []string{"sudo", "doas", "opendoas", "sudo-ldap", "pkexec", "policykit-1", "polkitd"}
 
@@ -244,6 +299,16 @@ func (s Spec) Packages() []string {
 	return slices.Compact(pkgs)
 }
 
+// leanExcludes returns the dpkg path-excludes of the packages step beyond
+// Debian's slim ones: git's server programs, and Perl's modules unless the
+// policy lists a Perl package itself.
+func (s Spec) leanExcludes() []string {
+	if slices.ContainsFunc(s.Policy.Image.Packages, isPerlPackage) {
+		return gitServerExcludes
+	}
+	return slices.Concat(gitServerExcludes, perlExcludes)
+}
+
 // PolicyJSON returns the normalized policy as the image stores it at
 // layout.PolicyPath: (*policy.Policy).Normalize, the one canonical
 // form, which the entrypoint reads back with policy.Parse.
@@ -329,7 +394,7 @@ func Steps(spec Spec) ([]Step, error) {
 
 	u := spec.Policy.Image.User
 	home := "/home/" + u.Name
-	steps = append(steps, Step{Name: "packages", Kind: RunStep, Network: true, Script: strings.Join([]string{
+	steps = append(steps, Step{Name: "packages", Kind: RunStep, Network: true, Script: strings.Join(slices.Concat([]string{
 		// devbox installs with apt and fences with iptables: a base without
 		// them (alpine, busybox, distroless) fails here, before anything
 		// else runs, with what to do instead.
@@ -344,14 +409,19 @@ func Steps(spec Spec) ([]Step, error) {
 		// no one reads in a container. Copyrights stay. The file goes
 		// afterwards, so the base's own dpkg config is what remains.
 		"printf '%s\\n' " + strings.Join(slimExcludes, " ") + " > " + slimConfig,
+		// The lean excludes go further, for the default tools: git's
+		// server programs, and the full Perl git depends on but never runs
+		// (docs/build.md, "Size").
+		"printf '%s\\n' " + strings.Join(spec.leanExcludes(), " ") + " > " + leanConfig,
 		"apt-get update",
 		"apt-get install -y --no-install-recommends " + strings.Join(spec.Packages(), " "),
+	}, restorePerlScript, []string{
 		"apt-get clean",
-		"rm -f " + slimConfig,
+		"rm -f " + slimConfig + " " + leanConfig,
 		// Lists, caches and logs only make the layer bigger and less
 		// reproducible.
 		"rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt/* /var/log/dpkg.log /var/log/alternatives.log /var/cache/debconf/*-old /var/cache/ldconfig/aux-cache",
-	}, "\n")})
+	}), "\n")})
 
 	accounts := []string{
 		// No way back to root for the agent's user: no sudo, no setuid or
