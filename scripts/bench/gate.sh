@@ -1,7 +1,8 @@
 #!/bin/bash
 # Name gate benchmarks (issue 10). Prints figures; asserts nothing about speed.
 #   1. connection setup p50/p99, connect → first line of the answer, over
-#      TLS (handshake included) and plain HTTP: through the gate vs direct
+#      TLS (handshake included) and plain HTTP: through the gate vs direct,
+#      with the CPU time per connection of the client, server and gate
 #   2. 1 GiB downloads over HTTP: through the gate (spliced) vs direct,
 #      each transfer's rate and CPU per GiB (client, world server, gate)
 #   3. the gate's RSS, idle and with 1,000 idle TLS connections open
@@ -13,7 +14,10 @@
 # direct. The client alternates between the two per connection and per
 # transfer, so a change in the machine's load lands on both alike. The
 # load average is printed at the start and the end (2 cores: above ~1 the
-# p99s are mostly other processes' scheduling).
+# p99s are mostly other processes' scheduling). CPU time per connection is
+# read from /proc between connections; the gate's work for one connection
+# can end (its close) within the next, so a little of it shows on the
+# direct side.
 #
 # TIME_WAIT: the bench opens thousands of connections a minute to one
 # address:port, and through the gate each leaves two TIME_WAIT sockets
@@ -78,8 +82,8 @@ echo "paths: after one connection to each, gate: $(health)"
 
 echo "== connection setup, $n connections per side one at a time, alternating ($runs runs) =="
 for r in $(seq 1 "$runs"); do
-	fw setup -addr "$(targets 443)" -sni bench.test -n "$n"
-	fw setup -addr "$(targets 80)" -n "$n"
+	fw setup -addr "$(targets 443)" -sni bench.test -n "$n" -cpu "server=$server,gate=$gate"
+	fw setup -addr "$(targets 80)" -n "$n" -cpu "server=$server,gate=$gate"
 done
 
 echo "== 1 GiB over HTTP, $runs transfers per side, alternating =="

@@ -95,9 +95,30 @@ func benchSetup(args []string) {
 	sni := fs.String("sni", "", "TLS server name (empty: plain HTTP)")
 	host := fs.String("host", "bench.test", "HTTP Host")
 	n := fs.Int("n", 2000, "connections per target")
+	cpuOf := fs.String("cpu", "", "label=pid processes whose CPU time per connection to report, comma-separated")
 	fs.Parse(args)
 	ts := parseTargets(*addrs)
+	var procs []target
+	if *cpuOf != "" {
+		procs = parseTargets(*cpuOf)
+	}
 	lat := make([][]time.Duration, len(ts))
+	// cpu[j][0] is this process's CPU time spent on target j's
+	// connections, cpu[j][1+k] that of procs[k]; read between connections,
+	// outside the timed part. /proc's figures move in 10 ms ticks, so one
+	// connection's share is 0 or a tick, but the sums over n are sound.
+	cpu := make([][]time.Duration, len(ts))
+	for j := range cpu {
+		cpu[j] = make([]time.Duration, 1+len(procs))
+	}
+	snap := func() []time.Duration {
+		v := make([]time.Duration, 1+len(procs))
+		v[0], _ = selfCPU()
+		for k, p := range procs {
+			v[1+k] = procCPU(p.addr)
+		}
+		return v
+	}
 	order := make([]int, len(ts))
 	for i := 0; i < *n; i++ {
 		for j := range order {
@@ -107,6 +128,7 @@ func benchSetup(args []string) {
 			slices.Reverse(order)
 		}
 		for _, j := range order {
+			before := snap()
 			t0 := time.Now()
 			c := dial(ts[j].addr, *sni)
 			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", *host)
@@ -115,6 +137,9 @@ func benchSetup(args []string) {
 			}
 			lat[j] = append(lat[j], time.Since(t0))
 			c.Close()
+			for k, v := range snap() {
+				cpu[j][k] += v - before[k]
+			}
 		}
 	}
 	proto := "HTTP"
@@ -127,6 +152,12 @@ func benchSetup(args []string) {
 		if j > 0 {
 			fmt.Printf("  (vs %s: p50 %+.2f ms, p99 %+.2f ms)", ts[0].label,
 				msf(pct(lat[j], 0.5)-pct(lat[0], 0.5)), msf(pct(lat[j], 0.99)-pct(lat[0], 0.99)))
+		}
+		if len(procs) > 0 {
+			fmt.Printf("  CPU µs/conn: client %.0f", float64(cpu[j][0].Microseconds())/float64(*n))
+			for k, p := range procs {
+				fmt.Printf(", %s %.0f", p.label, float64(cpu[j][1+k].Microseconds())/float64(*n))
+			}
 		}
 		fmt.Println()
 	}
@@ -182,12 +213,13 @@ func benchThroughput(args []string) {
 			for k, p := range procs {
 				before[k] = procCPU(p.addr)
 			}
-			self0 := selfCPU()
+			self0, cs0 := selfCPU()
 			d := download(ts[j].addr, *host, *size)
 			rate := float64(*size) / (1 << 20) / d.Seconds()
 			rates[j] = append(rates[j], rate)
-			fmt.Printf("throughput %-6s %s time=%v rate=%.0f MiB/s  CPU ms/GiB: client %.0f",
-				ts[j].label, ts[j].addr, d.Round(time.Millisecond), rate, msf(selfCPU()-self0)/gib)
+			self1, cs1 := selfCPU()
+			fmt.Printf("throughput %-6s %s time=%v rate=%.0f MiB/s  client context switches/MiB %.1f  CPU ms/GiB: client %.0f",
+				ts[j].label, ts[j].addr, d.Round(time.Millisecond), rate, float64(cs1-cs0)/gib/1024, msf(self1-self0)/gib)
 			for k, p := range procs {
 				fmt.Printf(", %s %.0f", p.label, msf(procCPU(p.addr)-before[k])/gib)
 			}
@@ -228,11 +260,12 @@ func download(addr, host string, size int64) time.Duration {
 	return d
 }
 
-// selfCPU is this process's user+system CPU time so far.
-func selfCPU() time.Duration {
+// selfCPU is this process's user+system CPU time so far, and its context
+// switches (each a wait for data, or a preemption).
+func selfCPU() (time.Duration, int64) {
 	var ru syscall.Rusage
 	check(syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Nvcsw + ru.Nivcsw
 }
 
 // procCPU is process pid's user+system CPU time so far, all threads
