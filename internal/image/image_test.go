@@ -507,3 +507,37 @@ func TestGraphBinaryVertexPerBinary(t *testing.T) {
 		t.Errorf("the binary's local source is %q for one binary and %q for another", oa[name], ob[name])
 	}
 }
+
+// TestRunLinesParse: the Dockerfile (the Feature's and `devbox init`'s
+// build path) joins each RunStep's lines with "; " into one RUN command, so
+// each line must be a whole command: a quoted awk program over several
+// lines builds with BuildKit's LLB and breaks only there (it did). sh -n
+// parses the joined command, and each line alone must not leave a quote or
+// a $( open (an if/for line alone is incomplete, which is fine).
+func TestRunLinesParse(t *testing.T) {
+	specs := map[string]Spec{"default": testSpec("2.1.332")}
+	perl := testSpec("2.1.332")
+	perl.Policy.Image.Packages = []string{"perl"}
+	specs["perl listed"] = perl
+	for name, spec := range specs {
+		steps, err := Steps(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range steps {
+			if s.Kind != RunStep {
+				continue
+			}
+			cmd := strings.ReplaceAll(runLine(s.Script), " \\\n    ", " ")
+			if out, err := exec.Command("sh", "-n", "-c", cmd).CombinedOutput(); err != nil {
+				t.Errorf("%s: step %s: the Dockerfile's RUN does not parse: %v\n%s\n%s", name, s.Name, err, out, cmd)
+			}
+			for i, l := range strings.Split(s.Script, "\n") {
+				out, _ := exec.Command("sh", "-n", "-c", l).CombinedOutput()
+				if o := string(out); strings.Contains(o, "Unterminated") || strings.Contains(o, "Missing") {
+					t.Errorf("%s: step %s, line %d is not a whole command (%s): %s", name, s.Name, i+1, strings.TrimSpace(o), l)
+				}
+			}
+		}
+	}
+}

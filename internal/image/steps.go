@@ -148,12 +148,14 @@ func isPerlPackage(name string) bool {
 // Perl depends on it directly, so one level of Depends/Pre-Depends is
 // enough.
 var restorePerlScript = []string{
-	`perl_users=$(dpkg-query -W -f='${Status}\t${Package}\t${Depends}, ${Pre-Depends}\n' | awk -F '\t' '`,
-	`  $1 == "install ok installed" && ($2 ~ /^git-./ && $2 != "git-man" || $2 == "gitweb") { print $2; next }`,
-	`  $1 == "install ok installed" && $2 !~ /^(git|perl|libperl5\.[0-9.]+|perl-modules-5\.[0-9.]+|liberror-perl)$/ {`,
-	`    n = split($3, dep, /[,|]/)`,
-	`    for (i = 1; i <= n; i++) { d = dep[i]; sub(/^ +/, "", d); sub(/[ (:].*/, "", d)`,
-	`      if (d ~ /^(perl|libperl5\.[0-9.]+|perl-modules-5\.[0-9.]+)$/) { print $2; break } } }')`,
+	// One command per line: the Feature's Dockerfile joins the lines with
+	// "; " (runLine).
+	`perl_users=$(dpkg-query -W -f='${Status}\t${Package}\t${Depends}, ${Pre-Depends}\n' | awk -F '\t' '` +
+		`$1 != "install ok installed" { next } ` +
+		`($2 ~ /^git-./ && $2 != "git-man") || $2 == "gitweb" { print $2; next } ` +
+		`$2 ~ /^(git|perl|libperl5\.[0-9.]+|perl-modules-5\.[0-9.]+|liberror-perl)$/ { next } ` +
+		`{ n = split($3, dep, /[,|]/); for (i = 1; i <= n; i++) { d = dep[i]; sub(/^ +/, "", d); sub(/[ (:].*/, "", d); ` +
+		`if (d ~ /^(perl|libperl5\.[0-9.]+|perl-modules-5\.[0-9.]+)$/) { print $2; break } } }')`,
 	`if [ -n "$perl_users" ]; then`,
 	`  echo "devbox: keeping Perl whole, needed by:" $perl_users`,
 	"  rm -f " + leanConfig,
