@@ -25,10 +25,17 @@ RUN set -eu; \
     fi; \
     export DEBIAN_FRONTEND=noninteractive; \
     printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*/copyright' 'path-exclude /usr/share/groff/*' 'path-exclude /usr/share/info/*' 'path-exclude /usr/share/linda/*' 'path-exclude /usr/share/lintian/overrides/*' 'path-exclude /usr/share/locale/*' 'path-include /usr/share/locale/locale.alias' 'path-exclude /usr/share/man/*' > /etc/dpkg/dpkg.cfg.d/devbox-slim; \
+    printf '%s\n' 'path-exclude /usr/lib/git-core/git-daemon' 'path-exclude /usr/lib/git-core/git-http-backend' 'path-exclude /usr/lib/git-core/git-shell' 'path-exclude /usr/bin/git-shell' 'path-exclude /usr/lib/git-core/git-imap-send' 'path-exclude /usr/lib/git-core/git-http-push' 'path-exclude /usr/lib/git-core/scalar' 'path-exclude /usr/bin/scalar' 'path-exclude /usr/share/perl/5.*' 'path-exclude /usr/lib/*/perl/5.*' 'path-exclude /usr/lib/*/libperl.so.5.*' > /etc/dpkg/dpkg.cfg.d/devbox-lean; \
     apt-get update; \
     apt-get install -y --no-install-recommends bash-completion bubblewrap ca-certificates curl git iproute2 ipset iptables jq less procps ripgrep socat unzip; \
+    perl_users=$(dpkg-query -W -f='${Status}\t${Package}\t${Depends}, ${Pre-Depends}\n' | awk -F '\t' '$1 != "install ok installed" { next } ($2 ~ /^git-./ && $2 != "git-man") || $2 == "gitweb" { print $2; next } $2 ~ /^(git|perl|libperl5\.[0-9.]+|perl-modules-5\.[0-9.]+|liberror-perl)$/ { next } { n = split($3, dep, /[,|]/); for (i = 1; i <= n; i++) { d = dep[i]; sub(/^ +/, "", d); sub(/[ (:].*/, "", d); if (d ~ /^(perl|libperl5\.[0-9.]+|perl-modules-5\.[0-9.]+)$/) { print $2; break } } }'); \
+    if [ -n "$perl_users" ]; then \
+      echo "devbox: keeping Perl whole, needed by:" $perl_users; \
+      rm -f /etc/dpkg/dpkg.cfg.d/devbox-lean; \
+      apt-get install -y --no-install-recommends --reinstall $(dpkg-query -W -f='${Status} ${Package}\n' 'libperl5.*' 'perl-modules-5.*' 2>/dev/null | awk '/^install ok installed / { print $4 }'); \
+    fi; \
     apt-get clean; \
-    rm -f /etc/dpkg/dpkg.cfg.d/devbox-slim; \
+    rm -f /etc/dpkg/dpkg.cfg.d/devbox-slim /etc/dpkg/dpkg.cfg.d/devbox-lean; \
     rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt/* /var/log/dpkg.log /var/log/alternatives.log /var/cache/debconf/*-old /var/cache/ldconfig/aux-cache
 # accounts
 RUN set -eu; \
