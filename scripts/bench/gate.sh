@@ -35,10 +35,13 @@
 # Everything runs in network namespaces this script makes (10.77.0.0/24);
 # nothing else is contacted. Needs root, iptables.
 #
-# usage: sudo scripts/bench/gate.sh [CONNECTIONS] [RUNS]
+# usage: sudo scripts/bench/gate.sh [CONNECTIONS] [RUNS] [TRANSFERS]
+#   RUNS setup runs of CONNECTIONS per side (2000, 3); TRANSFERS 1 GiB
+#   downloads per side (5: single transfers swing by ±30 % here)
 set -euo pipefail
 n=${1:-2000}
 runs=${2:-3}
+transfers=${3:-5}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/scripts/bench
 [ "$(id -u)" = 0 ] || { echo "gate.sh: run as root" >&2; exit 1; }
@@ -86,8 +89,8 @@ for r in $(seq 1 "$runs"); do
 	fw setup -addr "$(targets 80)" -n "$n" -cpu "server=$server,gate=$gate"
 done
 
-echo "== 1 GiB over HTTP, $runs transfers per side, alternating =="
-fw throughput -addr "$(targets 80)" -bytes $((1 << 30)) -runs "$runs" -cpu "server=$server,gate=$gate"
+echo "== 1 GiB over HTTP, $transfers transfers per side, alternating =="
+fw throughput -addr "$(targets 80)" -bytes $((1 << 30)) -runs "$transfers" -cpu "server=$server,gate=$gate"
 
 echo "== gate RSS =="
 rss() { awk '/^VmRSS/ {print $2 " " $3}' "/proc/$gate/status"; }
