@@ -112,11 +112,12 @@ var slimExcludes = []string{
 const leanConfig = "/etc/dpkg/dpkg.cfg.d/devbox-lean"
 
 // gitServerExcludes are git's programs for serving repositories and
-// mailing patches (git daemon, http-backend, shell, imap-send, the WebDAV
-// http-push, scalar): 14 MB that a developer's or an agent's checkout never
-// runs.
+// mailing patches (git daemon, shell, imap-send, the WebDAV http-push,
+// scalar): 12 MB that a developer's or an agent's checkout never runs.
+// git http-backend stays: it is how a test (or a developer) serves a
+// repository over HTTP from the image (e2e TestCredentials' world does).
 var gitServerExcludes = []string{
-	"'path-exclude /usr/lib/git-core/git-daemon'", "'path-exclude /usr/lib/git-core/git-http-backend'",
+	"'path-exclude /usr/lib/git-core/git-daemon'",
 	"'path-exclude /usr/lib/git-core/git-shell'", "'path-exclude /usr/bin/git-shell'",
 	"'path-exclude /usr/lib/git-core/git-imap-send'", "'path-exclude /usr/lib/git-core/git-http-push'",
 	"'path-exclude /usr/lib/git-core/scalar'", "'path-exclude /usr/bin/scalar'",
