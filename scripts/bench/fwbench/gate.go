@@ -83,6 +83,33 @@ func parseTargets(s string) []target {
 	return ts
 }
 
+// alternate calls visit(i, j) for each round i < rounds and each of n
+// targets j, in ABBA order (reversed on odd rounds), so neither target is
+// always first after the other and a change in the machine's load lands on
+// all of them alike.
+func alternate(rounds, n int, visit func(i, j int)) {
+	order := make([]int, n)
+	for i := 0; i < rounds; i++ {
+		for j := range order {
+			order[j] = j
+		}
+		if i%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, j := range order {
+			visit(i, j)
+		}
+	}
+}
+
+// optTargets is parseTargets for an optional flag: none when s is empty.
+func optTargets(s string) []target {
+	if s == "" {
+		return nil
+	}
+	return parseTargets(s)
+}
+
 // benchSetup times -n connections to each of -addr, one at a time, from
 // connect to the first line of the answer to a GET: over TLS with SNI -sni
 // when set (the handshake included), else plain HTTP with Host -host.
@@ -97,11 +124,7 @@ func benchSetup(args []string) {
 	n := fs.Int("n", 2000, "connections per target")
 	cpuOf := fs.String("cpu", "", "label=pid processes whose CPU time per connection to report, comma-separated")
 	fs.Parse(args)
-	ts := parseTargets(*addrs)
-	var procs []target
-	if *cpuOf != "" {
-		procs = parseTargets(*cpuOf)
-	}
+	ts, procs := parseTargets(*addrs), optTargets(*cpuOf)
 	lat := make([][]time.Duration, len(ts))
 	// cpu[j][0] is this process's CPU time spent on target j's
 	// connections, cpu[j][1+k] that of procs[k]; read between connections,
@@ -119,29 +142,20 @@ func benchSetup(args []string) {
 		}
 		return v
 	}
-	order := make([]int, len(ts))
-	for i := 0; i < *n; i++ {
-		for j := range order {
-			order[j] = j
+	alternate(*n, len(ts), func(i, j int) {
+		before := snap()
+		t0 := time.Now()
+		c := dial(ts[j].addr, *sni)
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", *host)
+		if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
+			check(fmt.Errorf("%s connection %d: %w", ts[j].addr, i, err))
 		}
-		if i%2 == 1 {
-			slices.Reverse(order)
+		lat[j] = append(lat[j], time.Since(t0))
+		c.Close()
+		for k, v := range snap() {
+			cpu[j][k] += v - before[k]
 		}
-		for _, j := range order {
-			before := snap()
-			t0 := time.Now()
-			c := dial(ts[j].addr, *sni)
-			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", *host)
-			if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
-				check(fmt.Errorf("%s connection %d: %w", ts[j].addr, i, err))
-			}
-			lat[j] = append(lat[j], time.Since(t0))
-			c.Close()
-			for k, v := range snap() {
-				cpu[j][k] += v - before[k]
-			}
-		}
-	}
+	})
 	proto := "HTTP"
 	if *sni != "" {
 		proto = "TLS "
@@ -193,39 +207,26 @@ func benchThroughput(args []string) {
 	runs := fs.Int("runs", 1, "transfers per target")
 	cpuOf := fs.String("cpu", "", "label=pid processes whose CPU time to report, comma-separated")
 	fs.Parse(args)
-	ts := parseTargets(*addrs)
-	var procs []target
-	if *cpuOf != "" {
-		procs = parseTargets(*cpuOf)
-	}
+	ts, procs := parseTargets(*addrs), optTargets(*cpuOf)
 	rates := make([][]float64, len(ts))
-	order := make([]int, len(ts))
 	gib := float64(*size) / (1 << 30)
-	for i := 0; i < *runs; i++ {
-		for j := range order {
-			order[j] = j
+	alternate(*runs, len(ts), func(_, j int) {
+		before := make([]time.Duration, len(procs))
+		for k, p := range procs {
+			before[k] = procCPU(p.addr)
 		}
-		if i%2 == 1 {
-			slices.Reverse(order)
+		self0, cs0 := selfCPU()
+		d := download(ts[j].addr, *host, *size)
+		rate := float64(*size) / (1 << 20) / d.Seconds()
+		rates[j] = append(rates[j], rate)
+		self1, cs1 := selfCPU()
+		fmt.Printf("throughput %-6s %s time=%v rate=%.0f MiB/s  client context switches/MiB %.1f  CPU ms/GiB: client %.0f",
+			ts[j].label, ts[j].addr, d.Round(time.Millisecond), rate, float64(cs1-cs0)/gib/1024, msf(self1-self0)/gib)
+		for k, p := range procs {
+			fmt.Printf(", %s %.0f", p.label, msf(procCPU(p.addr)-before[k])/gib)
 		}
-		for _, j := range order {
-			before := make([]time.Duration, len(procs))
-			for k, p := range procs {
-				before[k] = procCPU(p.addr)
-			}
-			self0, cs0 := selfCPU()
-			d := download(ts[j].addr, *host, *size)
-			rate := float64(*size) / (1 << 20) / d.Seconds()
-			rates[j] = append(rates[j], rate)
-			self1, cs1 := selfCPU()
-			fmt.Printf("throughput %-6s %s time=%v rate=%.0f MiB/s  client context switches/MiB %.1f  CPU ms/GiB: client %.0f",
-				ts[j].label, ts[j].addr, d.Round(time.Millisecond), rate, float64(cs1-cs0)/gib/1024, msf(self1-self0)/gib)
-			for k, p := range procs {
-				fmt.Printf(", %s %.0f", p.label, msf(procCPU(p.addr)-before[k])/gib)
-			}
-			fmt.Println()
-		}
-	}
+		fmt.Println()
+	})
 	med := make([]float64, len(ts))
 	for j := range ts {
 		slices.Sort(rates[j])
