@@ -57,24 +57,11 @@ func TestE2EMultiArch(t *testing.T) {
 	}
 	t.Logf("scripts/services arm64-base: %v", time.Since(start).Round(time.Second))
 
-	// A private copy of the amd64 binary: the shared one is rebuilt by other
+	// Private copies of the binaries: the shared ones are rebuilt by other
 	// test processes, and a different binary is a different layer.
-	b, err := os.ReadFile(devboxtest.BuildDevbox(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	amd64Bin := filepath.Join(dir, "devbox")
-	if err := os.WriteFile(amd64Bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	arm64Bin := filepath.Join(dir, "devbox-arm64")
+	amd64Bin := privateCopy(t, devboxtest.BuildDevbox(t), filepath.Join(dir, "devbox"))
 	start = time.Now()
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", arm64Bin, "./cmd/devbox")
-	build.Dir = filepath.Join("..", "..")
-	build.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build for arm64: %v\n%s", err, out)
-	}
+	arm64Bin := privateCopy(t, devboxtest.BuildDevboxFor(t, "arm64"), filepath.Join(dir, "devbox-arm64"))
 	t.Logf("go build linux/arm64: %v", time.Since(start).Round(time.Second))
 
 	devbox := func(args ...string) (string, string, error) {
@@ -234,6 +221,19 @@ func TestE2EMultiArch(t *testing.T) {
 			t.Errorf("iptables works under emulation but the arm64 entrypoint did not start the command (%v):\n%s", err, got)
 		}
 	})
+}
+
+// privateCopy copies the executable src to dst and returns dst.
+func privateCopy(t *testing.T, src, dst string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dst
 }
 
 // TestArm64BaseHasImagePackages keeps scripts/services' ARM64_INCLUDE equal

@@ -1,6 +1,7 @@
 package devboxtest
 
 import (
+	"debug/elf"
 	"os"
 	"os/exec"
 	"slices"
@@ -98,5 +99,26 @@ func TestBuildDevbox(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "devbox") {
 		t.Errorf("%s --help does not mention devbox:\n%s", p, out)
+	}
+}
+
+// TestBuildDevboxArm64 builds the linux/arm64 devbox that e2e/multiarch
+// bakes into its arm64 image (scripts/test runs it first, at low
+// priority, to warm the build cache) and checks it is an arm64 ELF.
+func TestBuildDevboxArm64(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/devbox for linux/arm64")
+	}
+	p := BuildDevboxFor(t, "arm64")
+	if !strings.HasSuffix(p, "devbox-linux-arm64") {
+		t.Fatalf("BuildDevboxFor(arm64) = %s: not its own path (the host build is …/devbox)", p)
+	}
+	f, err := elf.Open(p)
+	if err != nil {
+		t.Fatalf("%s: %v", p, err)
+	}
+	defer f.Close()
+	if f.Machine != elf.EM_AARCH64 {
+		t.Errorf("%s is built for %v, want EM_AARCH64", p, f.Machine)
 	}
 }
