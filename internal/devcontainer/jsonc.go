@@ -184,12 +184,7 @@ func applyRule(root *hujson.Object, unit string, r rule) ([]Change, error) {
 		if equalJSON(old, r.value) || !r.owned(old) {
 			return nil, nil
 		}
-		v, err := marshalValue(r.value, depth, unit)
-		if err != nil {
-			return nil, err
-		}
-		m.Value.Value = v
-		return []Change{{Path: path, Op: "set", Old: compact(old), New: compact(r.value)}}, nil
+		return setMember(m, old, r.value, path, depth, unit)
 	case removeIfEqual:
 		if !equalJSON(old, r.value) {
 			return nil, nil
@@ -203,12 +198,7 @@ func applyRule(root *hujson.Object, unit string, r rule) ([]Change, error) {
 		if equalJSON(old, r.value) {
 			return nil, nil
 		}
-		v, err := marshalValue(r.value, depth, unit)
-		if err != nil {
-			return nil, err
-		}
-		m.Value.Value = v
-		return []Change{{Path: path, Op: "set", Old: compact(old), New: compact(r.value)}}, nil
+		return setMember(m, old, r.value, path, depth, unit)
 	case union:
 		arr, ok := m.Value.Value.(*hujson.Array)
 		if !ok {
@@ -335,6 +325,16 @@ func appendElement(arr *hujson.Array, depth int, unit, s string) {
 		before = nil
 	}
 	arr.Elements = append(arr.Elements, hujson.Value{BeforeExtra: append(hujson.Extra(nil), before...), Value: hujson.String(s)})
+}
+
+// setMember replaces m's value (old, decoded) with v and reports the change.
+func setMember(m *hujson.ObjectMember, old, v any, path string, depth int, unit string) ([]Change, error) {
+	hv, err := marshalValue(v, depth, unit)
+	if err != nil {
+		return nil, err
+	}
+	m.Value.Value = hv
+	return []Change{{Path: path, Op: "set", Old: compact(old), New: compact(v)}}, nil
 }
 
 // marshalValue renders v as indented JSON for a key at the given depth.

@@ -321,13 +321,8 @@ func (d *decoder) strings(v *hujson.Value, path string, check func(string) (stri
 func checkedList[T any](d *decoder, v *hujson.Value, path string, check func(string) (T, string)) []T {
 	out := []T{}
 	d.array(v, path, func(e *hujson.Value, p string) {
-		s, ok := d.str(e, p)
+		c, ok := checkedString(d, e, p, check)
 		if !ok {
-			return
-		}
-		c, reason := check(s)
-		if reason != "" {
-			d.errAt(e, p, "%q: %s", s, reason)
 			return
 		}
 		key := path + "\x00" + fmt.Sprint(c)
@@ -367,16 +362,25 @@ func (d *decoder) destinations(v *hujson.Value, path string, allow bool, at *[]s
 
 // checked decodes a string and validates it with check.
 func (d *decoder) checked(v *hujson.Value, path string, dst *string, check func(string) (string, string)) {
+	if c, ok := checkedString(d, v, path, check); ok {
+		*dst = c
+	}
+}
+
+// checkedString decodes a string at path and checks it with check, which
+// returns the value or a reason the string is refused (reported at v).
+func checkedString[T any](d *decoder, v *hujson.Value, path string, check func(string) (T, string)) (T, bool) {
+	var zero T
 	s, ok := d.str(v, path)
 	if !ok {
-		return
+		return zero, false
 	}
 	c, reason := check(s)
 	if reason != "" {
 		d.errAt(v, path, "%q: %s", s, reason)
-		return
+		return zero, false
 	}
-	*dst = c
+	return c, true
 }
 
 func (d *decoder) policy(v *hujson.Value, p *Policy, notes *decodeNotes) {
