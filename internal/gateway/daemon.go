@@ -19,6 +19,9 @@ import (
 // Serve runs the gateway on ln until ctx ends.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, Protocols: http1Only()}
+	if g, ok := h.(*Gateway); ok {
+		srv.ErrorLog = g.ErrorLog()
+	}
 	done := make(chan struct{})
 	go func() {
 		select {

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -113,6 +114,10 @@ func WithLog(w io.Writer) Option {
 	return func(g *Gateway) { g.log = &logger{w: w} }
 }
 
+// ErrorLog is the logger the gateway's http.Server writes its own errors
+// to: JSON lines in the gateway's log (Serve uses it).
+func (g *Gateway) ErrorLog() *log.Logger { return g.log.errorLog() }
+
 // Listening logs that the gateway serves on addr, with its routes' hosts.
 func (g *Gateway) Listening(addr string) {
 	g.log.log(Entry{Event: "listening", Addr: addr, Hosts: g.creds.Hosts()})
@@ -150,6 +155,7 @@ func New(creds policy.Credentials, src SecretSource, opts ...Option) *Gateway {
 	for _, o := range opts {
 		o(g)
 	}
+	g.proxy.ErrorLog = g.log.errorLog()
 	return g
 }
 

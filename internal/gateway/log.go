@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"io"
+	"log"
 	"net/http"
 	"strings"
 	"sync"
@@ -67,4 +68,19 @@ func rawPath(r *http.Request) string {
 		p = p[:maxLogPath] + "…"
 	}
 	return p
+}
+
+// errorWriter turns the lines net/http and httputil log by themselves
+// (a body copy cut short, a malformed connection) into Entries, so the
+// log stays JSON lines whatever writes to it.
+type errorWriter struct{ l *logger }
+
+func (e errorWriter) Write(p []byte) (int, error) {
+	e.l.log(Entry{Event: "server-error", Reason: strings.TrimRight(string(p), "\n")})
+	return len(p), nil
+}
+
+// errorLog is a log.Logger for http.Server and httputil.ReverseProxy.
+func (l *logger) errorLog() *log.Logger {
+	return log.New(errorWriter{l}, "", 0)
 }
