@@ -95,9 +95,11 @@ type Config struct {
 	GatePort uint16 `json:"gatePort,omitempty"`
 	// QUIC lets UDP through to name-derived addresses, unchecked by the gate.
 	QUIC bool `json:"quic,omitempty"`
-	// Protect lists exact host names only ProtectUID may connect to: the
-	// credential gateway's upstreams. They must also be allowed. The DNS
-	// filter puts their addresses into the protect sets before it answers.
+	// Protect lists host names only ProtectUID may connect to: the
+	// credential gateway's upstreams and their services' other hosts. An
+	// entry is an exact name or "*.domain" (every name under domain). The
+	// DNS filter puts the addresses of allowed names it matches into the
+	// protect sets before it answers; a name not allowed is refused anyway.
 	Protect []string `json:"protect,omitempty"`
 	// ProtectUID is the one uid that may reach protected addresses
 	// (default layout.GatewayUID).
@@ -166,7 +168,7 @@ func (c Config) Validate() error {
 		}
 	}
 	for i, n := range c.Protect {
-		if !validName(n) {
+		if !validName(strings.TrimPrefix(n, "*.")) {
 			return fmt.Errorf("firewall: protect[%d]: %q is not a valid host name", i, n)
 		}
 	}

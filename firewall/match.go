@@ -63,7 +63,7 @@ func (c Config) Match(name string) Verdict {
 		v.Ports = nil
 	}
 	for _, p := range c.Protect {
-		if p == name {
+		if p == name || strings.HasPrefix(p, "*.") && strings.HasSuffix(name, p[1:]) {
 			v.Protected = true
 		}
 	}

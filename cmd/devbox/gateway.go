@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log"
 	"net"
 	"os"
 
@@ -90,9 +89,8 @@ route and the secret's fingerprint, never its value.`,
 				if err != nil {
 					return fmt.Errorf("gateway run: %w", err)
 				}
-				logger := log.New(c.App.ErrWriter, "", log.LstdFlags|log.LUTC)
-				logger.Printf("gateway: listening on %s; routes for %v", ln.Addr(), p.Credentials.Hosts())
-				g := gateway.New(p.Credentials, secrets.New(c.String("dir")), gateway.WithLogf(logger.Printf))
+				g := gateway.New(p.Credentials, secrets.New(c.String("dir")), gateway.WithLog(c.App.ErrWriter))
+				g.Listening(ln.Addr().String())
 				return gateway.Serve(c.Context, ln, g)
 			},
 		},

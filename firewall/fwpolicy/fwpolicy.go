@@ -26,9 +26,9 @@ func Config(p *policy.Policy) firewall.Config {
 		QUIC: n.QUIC,
 	}
 	// The credential gateway's hosts (which the policy allows on 443, or
-	// it would not validate): reachable by the gateway's uid only, the
-	// protect rule comes before every allow.
-	cfg.Protect = p.Credentials.Hosts()
+	// it would not validate) and their services' other hosts: reachable by
+	// the gateway's uid only, the protect rule comes before every allow.
+	cfg.Protect = p.Credentials.ProtectList()
 	if len(cfg.Protect) > 0 {
 		cfg.ProtectUID = layout.GatewayUID
 	}

@@ -67,3 +67,40 @@ func TestConfigProtectsCredentialHosts(t *testing.T) {
 		t.Error("other.test protected")
 	}
 }
+
+// TestConfigProtectsTheService: a git route for github.com protects its
+// service's other hosts (api., uploads., raw. …) and the policy's own
+// protect entries; an unrelated allowed name stays unprotected.
+func TestConfigProtectsTheService(t *testing.T) {
+	p, err := policy.Parse("p", []byte(`{
+	  "network": { "presets": ["github"], "allow": ["api.corp.test:443", "*.corp.test:443"] },
+	  "credentials": {
+	    "git": [ { "host": "github.com", "secret": "github", "repos": ["acme/app"] } ],
+	    "http": [ { "host": "api.corp.test", "header": "Authorization", "value": "Bearer ${secret}", "secret": "corp", "protect": ["*.uploads.corp.test"] } ],
+	  },
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config(p)
+	// uploads.github.com is protected too, but the github preset does not
+	// allow it: the DNS filter refuses it, so nobody reaches it at all.
+	for name, want := range map[string]string{
+		"github.com": "protected", "api.github.com": "protected", "codeload.github.com": "protected",
+		"raw.githubusercontent.com": "protected", "objects.githubusercontent.com": "protected",
+		"uploads.github.com": "not-allowed",
+		"api.corp.test":      "protected", "eu.uploads.corp.test": "protected", "www.corp.test": "open",
+	} {
+		v := cfg.Match(name)
+		got := "open"
+		switch {
+		case !v.Allowed:
+			got = v.Reason
+		case v.Protected:
+			got = "protected"
+		}
+		if got != want {
+			t.Errorf("Match(%q) = %+v: %s, want %s", name, v, got, want)
+		}
+	}
+}

@@ -28,6 +28,8 @@ func (c *checker) credentials(b, p *policy.Policy) {
 			c.add("credentials.anthropic.host", fmt.Sprintf("%q: the baseline's anthropic route goes to %q", a.Host, ba.Host), anthropicRef(ba))
 		case a.Secret != ba.Secret:
 			c.add("credentials.anthropic.secret", fmt.Sprintf("%q: the baseline's anthropic route uses the secret %q", a.Secret, ba.Secret), anthropicRef(ba))
+		default:
+			c.protect("credentials.anthropic", a.Protect, ba.Protect, anthropicRef(ba))
 		}
 	}
 	for i, g := range pc.Git {
@@ -50,6 +52,7 @@ func (c *checker) credentials(b, p *policy.Policy) {
 		if g.Push && !bg.Push {
 			c.add(at+".push", fmt.Sprintf("the baseline's route for %s is fetch only; the repository cannot allow push", g.Host), ref+" push false")
 		}
+		c.protect(at, g.Protect, bg.Protect, ref)
 	}
 	for i, h := range pc.HTTP {
 		at := fmt.Sprintf("credentials.http[%d]", i)
@@ -69,6 +72,7 @@ func (c *checker) credentials(b, p *policy.Policy) {
 				c.add(at+"."+f.key, fmt.Sprintf("%q: the baseline's route for %s has %s %q", f.got, h.Host, f.key, f.want), ref)
 			}
 		}
+		c.protect(at, h.Protect, bh.Protect, ref)
 	}
 
 	// Routes the repository dropped while it still allows their host.
@@ -78,6 +82,16 @@ func (c *checker) credentials(b, p *policy.Policy) {
 			continue
 		}
 		c.add("credentials", fmt.Sprintf("the baseline binds %s to the secret %q; a repository that allows %s keeps that route (without it any identity could be used there)", r.host, r.secret, r.host), r.ref)
+	}
+}
+
+// protect reports the baseline route's protect entries a kept route left
+// out: each is a host the team made reachable through the gateway only.
+func (c *checker) protect(at string, got, want []string, ref string) {
+	for _, h := range want {
+		if !slices.Contains(got, h) {
+			c.add(at+".protect", fmt.Sprintf("%q is protected by the baseline's route; the repository's route must keep it in protect (or any identity could be used there)", h), ref+" protect")
+		}
 	}
 }
 

@@ -61,6 +61,12 @@ type Targets struct {
 	// on an allowed port: UDP to a name's address (QUIC) must be blocked
 	// (the policy leaves network.quic off).
 	GatedUDP []string
+	// Gateway is the credential gateway's address ("" skips its checks):
+	// requests it must refuse itself, never forward.
+	Gateway string
+	// ProtectedNames are host:port pairs of names only the credential
+	// gateway may reach (credential hosts and their services' siblings).
+	ProtectedNames []string
 	// Metadata is the cloud metadata endpoint ("" skips the check; the
 	// command passes 169.254.169.254:80 only when told, since on a host
 	// outside a test network it is a real address).
@@ -109,6 +115,14 @@ func Checks(t Targets) []Check {
 	}
 	for _, a := range t.OtherPorts {
 		add("allowed IP, other port", a, MustFail, func(ctx context.Context) error { return connectTCP(ctx, a) })
+	}
+	for _, hp := range t.ProtectedNames {
+		add("connect to a name only the credential gateway may reach", hp, MustFail, func(ctx context.Context) error { return connectProtected(ctx, hp) })
+	}
+	if t.Gateway != "" {
+		for _, a := range gatewayAttempts {
+			add(a.name, t.Gateway, MustFail, func(ctx context.Context) error { return gatewayRefuses(ctx, t.Gateway, a.request) })
+		}
 	}
 	if t.Metadata != "" {
 		add("metadata service", t.Metadata, MustFail, func(ctx context.Context) error { return connectTCP(ctx, t.Metadata) })

@@ -18,7 +18,10 @@ import (
 
 // Serve runs the gateway on ln until ctx ends.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, Protocols: http1Only()}
+	if g, ok := h.(*Gateway); ok {
+		srv.ErrorLog = g.ErrorLog()
+	}
 	done := make(chan struct{})
 	go func() {
 		select {
@@ -35,6 +38,14 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 		return nil
 	}
 	return err
+}
+
+// http1Only is the one protocol the gateway speaks: HTTP/1.x, never h2c
+// (prior knowledge or upgrade), whose frames it would not inspect.
+func http1Only() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	return &p
 }
 
 // Files under StartOptions.StateDir.

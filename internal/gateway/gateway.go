@@ -18,11 +18,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/devbox-dev/devbox/internal/policy"
 	"github.com/devbox-dev/devbox/internal/secrets"
@@ -87,7 +91,7 @@ type RouteStatus struct {
 type Gateway struct {
 	creds   policy.Credentials
 	secrets SecretSource
-	logf    func(format string, args ...any)
+	log     *logger
 	proxy   *httputil.ReverseProxy
 }
 
@@ -103,10 +107,20 @@ func WithTransport(rt http.RoundTripper) Option {
 	return func(g *Gateway) { g.proxy.Transport = rt }
 }
 
-// WithLogf sets the logger. Lines name the route, the secret and its
-// fingerprint, never a value. The default discards them.
-func WithLogf(logf func(format string, args ...any)) Option {
-	return func(g *Gateway) { g.logf = logf }
+// WithLog sets where the log goes: one JSON line (Entry) per request,
+// naming the route, the secret and its fingerprint, never a value. The
+// default discards it.
+func WithLog(w io.Writer) Option {
+	return func(g *Gateway) { g.log = &logger{w: w} }
+}
+
+// ErrorLog is the logger the gateway's http.Server writes its own errors
+// to: JSON lines in the gateway's log (Serve uses it).
+func (g *Gateway) ErrorLog() *log.Logger { return g.log.errorLog() }
+
+// Listening logs that the gateway serves on addr, with its routes' hosts.
+func (g *Gateway) Listening(addr string) {
+	g.log.log(Entry{Event: "listening", Addr: addr, Hosts: g.creds.Hosts()})
 }
 
 // DefaultTransport is the upstream transport New uses by default.
@@ -121,7 +135,7 @@ func DefaultTransport() *http.Transport {
 
 // New returns a gateway for creds, reading secrets from src.
 func New(creds policy.Credentials, src SecretSource, opts ...Option) *Gateway {
-	g := &Gateway{creds: creds, secrets: src, logf: func(string, ...any) {}}
+	g := &Gateway{creds: creds, secrets: src}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite: rewrite,
 		// Server-sent events go to the client as they arrive.
@@ -129,18 +143,19 @@ func New(creds policy.Credentials, src SecretSource, opts ...Option) *Gateway {
 		Transport:     DefaultTransport(),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			t := r.Context().Value(targetKey{}).(*target)
-			g.logf("gateway: %s: upstream %s: %v", t.route, t.host, err)
-			deny(w, http.StatusBadGateway, fmt.Sprintf("upstream %s: %v", t.host, err))
+			g.log.log(Entry{Event: "upstream-error", Route: t.route, Method: r.Method, Host: t.host, Path: rawPath(r), Status: http.StatusBadGateway, Reason: err.Error(), Secret: t.secret, Fingerprint: t.fingerprint})
+			deny(w, t.route, http.StatusBadGateway, fmt.Sprintf("upstream %s: %v", t.host, err))
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			t := resp.Request.Context().Value(targetKey{}).(*target)
-			g.logf("gateway: %s %s %s → %s (secret %s, fingerprint %s)", t.route, resp.Request.Method, t.host+resp.Request.URL.Path, resp.Status, t.secret, t.fingerprint)
+			g.log.log(Entry{Event: "forwarded", Route: t.route, Method: resp.Request.Method, Host: t.host, Path: t.logPath, Status: resp.StatusCode, Secret: t.secret, Fingerprint: t.fingerprint})
 			return nil
 		},
 	}
 	for _, o := range opts {
 		o(g)
 	}
+	g.proxy.ErrorLog = g.log.errorLog()
 	return g
 }
 
@@ -149,18 +164,18 @@ type target struct {
 	route       string // "anthropic", "git", "http" for logs
 	host        string
 	path        string // upstream path
+	query       string // upstream raw query, canonical (see canonicalQuery)
+	logPath     string // the client's path, escaped (rawPath)
 	secret      string // secret name, for logs
 	fingerprint string
-	// set adds the credential to the outgoing headers (which have been
-	// stripped of the client's).
+	// keep says which of the client's headers go upstream (by name as
+	// received); the rest, credentials first, are dropped.
+	keep func(name string) bool
+	// set adds the credential to the outgoing headers.
 	set func(h http.Header)
 }
 
 type targetKey struct{}
-
-// clientCredentialHeaders are removed from every request: on a protected
-// host only the user's identity is used.
-var clientCredentialHeaders = []string{"Authorization", "X-Api-Key", "Proxy-Authorization", "Cookie"}
 
 func rewrite(pr *httputil.ProxyRequest) {
 	t := pr.In.Context().Value(targetKey{}).(*target)
@@ -168,10 +183,16 @@ func rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Host = t.host
 	pr.Out.URL.Path = t.path
 	pr.Out.URL.RawPath = ""
+	pr.Out.URL.RawQuery = t.query
+	pr.Out.URL.ForceQuery = false
 	pr.Out.Host = t.host
-	for _, h := range clientCredentialHeaders {
-		pr.Out.Header.Del(h)
+	for name := range pr.Out.Header {
+		if !t.keep(name) {
+			delete(pr.Out.Header, name)
+		}
 	}
+	// Trailers of a chunked body would go up after the checks: none do.
+	pr.Out.Trailer = nil
 	t.set(pr.Out.Header)
 }
 
@@ -231,49 +252,110 @@ func (g *Gateway) handshake(ctx context.Context, host string) string {
 	return ""
 }
 
-// deny writes a plain-text refusal that says what to change.
-func deny(w http.ResponseWriter, code int, msg string) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+// deny writes a refusal that says what to change: in the Messages API's
+// error format on the anthropic route, so Claude Code shows the message,
+// else as plain text (git shows it as "remote:" lines).
+func deny(w http.ResponseWriter, route string, code int, msg string) {
 	w.Header().Set("X-Devbox-Gateway", "refused")
+	if route == "anthropic" {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		json.NewEncoder(w).Encode(anthropicError(code, "devbox gateway: "+msg))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(code)
 	fmt.Fprintf(w, "devbox gateway: %s\n", msg)
 }
 
+// APIError is the Messages API's error body.
+type APIError struct {
+	Type  string `json:"type"` // "error"
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// anthropicError is the Messages API's error for an HTTP status, with the
+// error types its documentation gives for each.
+func anthropicError(code int, msg string) APIError {
+	e := APIError{Type: "error"}
+	e.Error.Message = msg
+	switch code {
+	case http.StatusUnauthorized:
+		e.Error.Type = "authentication_error"
+	case http.StatusForbidden:
+		e.Error.Type = "permission_error"
+	case http.StatusNotFound:
+		e.Error.Type = "not_found_error"
+	case http.StatusBadGateway, http.StatusInternalServerError:
+		e.Error.Type = "api_error"
+	default:
+		e.Error.Type = "invalid_request_error"
+	}
+	return e
+}
+
+// refusal is a route's "no": the status, the message the client sees, and
+// for the anthropic route the Messages API error type when the status's
+// usual one is not the one Claude Code should show.
+type refusal struct {
+	code    int
+	msg     string
+	errType string
+}
+
+func refuse(code int, format string, args ...any) *refusal {
+	return &refusal{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == HealthPath {
-		w.WriteHeader(http.StatusOK)
-		fmt.Fprintln(w, "ok")
+	route := routeOf(r.URL.Path)
+	if why := protocolSwitch(r); why != "" {
+		g.refused(w, r, route, refuse(http.StatusBadRequest, "%s", why))
 		return
 	}
-	if r.URL.Path == RoutesPath {
+	if r.URL.Path == HealthPath || r.URL.Path == RoutesPath {
+		if r.Method != http.MethodGet {
+			w.Header().Set("Allow", http.MethodGet)
+			g.refused(w, r, "", refuse(http.StatusMethodNotAllowed, "%s answers GET only", r.URL.Path))
+			return
+		}
+		if r.URL.Path == HealthPath {
+			w.WriteHeader(http.StatusOK)
+			fmt.Fprintln(w, "ok")
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(g.Routes(r.Context(), r.URL.RawQuery != SkipUpstream))
 		return
 	}
 	// A request line in absolute form (a client using the gateway as a
-	// proxy) or with an escaped path is not something any route makes.
-	if r.URL.IsAbs() || r.URL.RawPath != "" || strings.Contains(r.URL.Path, "//") || hasDotSegment(r.URL.Path) {
-		deny(w, http.StatusBadRequest, "malformed request path")
+	// proxy), in authority form (CONNECT), with an escaped path or one
+	// that decodes to control characters is not something any route makes.
+	if r.URL.IsAbs() || r.URL.Host != "" || r.URL.RawPath != "" || !strings.HasPrefix(r.URL.Path, "/") || strings.Contains(r.URL.Path, "//") || hasDotSegment(r.URL.Path) ||
+		strings.IndexFunc(r.URL.Path, unicode.IsControl) >= 0 {
+		g.refused(w, r, route, refuse(http.StatusBadRequest, "malformed request path"))
 		return
 	}
 	var (
-		t    *target
-		code int
-		msg  string
+		t   *target
+		ref *refusal
 	)
-	switch {
-	case strings.HasPrefix(r.URL.Path, GitPrefix):
-		t, code, msg = g.git(r)
-	case strings.HasPrefix(r.URL.Path, HTTPPrefix):
-		t, code, msg = g.http(r)
+	switch route {
+	case "git":
+		t, ref = g.git(r)
+	case "http":
+		t, ref = g.http(r)
 	default:
-		t, code, msg = g.anthropic(r)
+		t, ref = g.anthropic(r)
 	}
-	if t == nil {
-		g.logf("gateway: refused %s %s: %s", r.Method, r.URL.Path, msg)
-		deny(w, code, msg)
+	if ref != nil {
+		g.refused(w, r, route, ref)
 		return
 	}
+	t.logPath = rawPath(r)
 	// The upstream's response streams back (FlushInterval -1) while the
 	// transport may still be copying the request body up. Without full
 	// duplex, net/http closes an HTTP/1 request body as soon as the first
@@ -282,6 +364,40 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// ("use of closed network connection"), cutting SSE replies short.
 	_ = http.NewResponseController(w).EnableFullDuplex()
 	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
+}
+
+// routeOf names the route a path belongs to.
+func routeOf(path string) string {
+	switch {
+	case strings.HasPrefix(path, GitPrefix):
+		return "git"
+	case strings.HasPrefix(path, HTTPPrefix):
+		return "http"
+	}
+	return "anthropic"
+}
+
+// refused logs a refusal and answers it; nothing went upstream.
+func (g *Gateway) refused(w http.ResponseWriter, r *http.Request, route string, ref *refusal) {
+	g.log.log(Entry{Event: "refused", Route: route, Method: r.Method, Path: rawPath(r), Status: ref.code, Reason: ref.msg})
+	if route == "anthropic" && ref.errType != "" {
+		e := anthropicError(ref.code, "devbox gateway: "+ref.msg)
+		e.Error.Type = ref.errType
+		w.Header().Set("X-Devbox-Gateway", "refused")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(ref.code)
+		json.NewEncoder(w).Encode(e)
+		return
+	}
+	deny(w, route, ref.code, ref.msg)
+}
+
+// method refuses r's method unless allowed lists it.
+func method(r *http.Request, allowed []string, route string) *refusal {
+	if slices.Contains(allowed, r.Method) {
+		return nil
+	}
+	return refuse(http.StatusMethodNotAllowed, "method %s is not forwarded on the %s route (allowed: %s)", quoteName(r.Method), route, strings.Join(allowed, ", "))
 }
 
 func hasDotSegment(p string) bool {
@@ -293,31 +409,54 @@ func hasDotSegment(p string) bool {
 	return false
 }
 
+// LoginCommand is what the user runs on the host, in the repository, to
+// store the Claude credential (devbox login); SecretSetCommand stores any
+// other secret.
+const (
+	LoginCommand     = "devbox login"
+	SecretSetCommand = "devbox secret set"
+)
+
 // secret reads a secret for a route; a missing one is a 503 that says how
 // to set it.
-func (g *Gateway) secret(name string) ([]byte, int, string) {
+func (g *Gateway) secret(name string) ([]byte, *refusal) {
 	v, err := g.secrets.Secret(name)
 	if errors.Is(err, secrets.ErrNotSet) {
-		return nil, http.StatusServiceUnavailable, fmt.Sprintf("secret %q is not set; from the host run: docker exec -i -u root CONTAINER devbox secret set %s", name, name)
+		return nil, refuse(http.StatusServiceUnavailable, "secret %q is not set; on the host, in the repository, run: %s %s", name, SecretSetCommand, name)
 	}
 	if err != nil {
-		return nil, http.StatusServiceUnavailable, err.Error()
+		return nil, refuse(http.StatusServiceUnavailable, "%s", err.Error())
 	}
-	return v, 0, ""
+	return v, nil
 }
 
-func (g *Gateway) anthropic(r *http.Request) (*target, int, string) {
+func (g *Gateway) anthropic(r *http.Request) (*target, *refusal) {
 	a := g.creds.Anthropic
 	if a == nil {
-		return nil, http.StatusNotFound, "no route for " + r.URL.Path + " (credentials.anthropic is not set; git is under " + GitPrefix + ", http routes under " + HTTPPrefix + ")"
+		return nil, refuse(http.StatusNotFound, "no route for %s (credentials.anthropic is not set; git is under %s, http routes under %s)", quoteName(r.URL.EscapedPath()), GitPrefix, HTTPPrefix)
 	}
-	v, code, msg := g.secret(a.Secret)
-	if v == nil {
-		return nil, code, msg
+	if ref := method(r, anthropicMethods, "anthropic"); ref != nil {
+		return nil, ref
+	}
+	query, why := canonicalQuery(r.URL.RawQuery)
+	if why != "" {
+		return nil, refuse(http.StatusBadRequest, "%s", why)
+	}
+	v, err := g.secrets.Secret(a.Secret)
+	if errors.Is(err, secrets.ErrNotSet) {
+		// Claude Code shows a 403 authentication_error's message once,
+		// without retrying (measured with 2.1.332: a 401 is retried, with
+		// no message, until the run times out).
+		return nil, &refusal{code: http.StatusForbidden, errType: "authentication_error",
+			msg: fmt.Sprintf("no Claude credential is stored for this container yet (secret %q). On the host, in the repository, run: %s", a.Secret, LoginCommand)}
+	}
+	if err != nil {
+		return nil, &refusal{code: http.StatusServiceUnavailable, errType: "api_error", msg: err.Error()}
 	}
 	key := string(v)
 	return &target{
-		route: "anthropic", host: a.Host, path: r.URL.Path, secret: a.Secret, fingerprint: secrets.Fingerprint(v),
+		route: "anthropic", host: a.Host, path: r.URL.Path, query: query, secret: a.Secret, fingerprint: secrets.Fingerprint(v),
+		keep: keepAllowed(anthropicHeaders, anthropicHeaderPrefixes),
 		set: func(h http.Header) {
 			if strings.HasPrefix(key, OAuthTokenPrefix) {
 				h.Set("Authorization", "Bearer "+key)
@@ -326,7 +465,7 @@ func (g *Gateway) anthropic(r *http.Request) (*target, int, string) {
 			}
 			h.Set("X-Api-Key", key)
 		},
-	}, 0, ""
+	}, nil
 }
 
 // addBeta adds flag to the anthropic-beta header unless it is there.
@@ -345,14 +484,35 @@ func addBeta(h http.Header, flag string) {
 	h.Set("Anthropic-Beta", strings.Join(append(all, flag), ","))
 }
 
-// Git smart-HTTP endpoints, after the repository path.
+// Git smart-HTTP endpoints, after the repository path, and the only
+// queries info/refs is asked with: byte for byte what git sends. git
+// http-backend reads the last of repeated parameters, decodes escapes in
+// names and values and takes "+" for a space; a canonical form leaves
+// nothing for it to read differently (TestGitQueryDifferential).
 const (
 	gitInfoRefs    = "/info/refs"
 	gitUploadPack  = "/git-upload-pack"
 	gitReceivePack = "/git-receive-pack"
+
+	gitQueryUploadPack  = "service=git-upload-pack"
+	gitQueryReceivePack = "service=git-receive-pack"
 )
 
-func (g *Gateway) git(r *http.Request) (*target, int, string) {
+// GitService is the service a request for info/refs with raw query asks
+// git http-backend for, as the gateway reads it: "git-upload-pack",
+// "git-receive-pack", or "" when the query is not one of the two forms git
+// sends (the gateway then refuses it).
+func GitService(rawQuery string) string {
+	switch rawQuery {
+	case gitQueryUploadPack:
+		return "git-upload-pack"
+	case gitQueryReceivePack:
+		return "git-receive-pack"
+	}
+	return ""
+}
+
+func (g *Gateway) git(r *http.Request) (*target, *refusal) {
 	host, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, GitPrefix), "/")
 	idx := -1
 	for i, c := range g.creds.Git {
@@ -361,73 +521,85 @@ func (g *Gateway) git(r *http.Request) (*target, int, string) {
 		}
 	}
 	if idx < 0 {
-		return nil, http.StatusForbidden, fmt.Sprintf("%s is not a git host of the policy (credentials.git)", host)
+		return nil, refuse(http.StatusForbidden, "%s is not a git host of the policy (credentials.git)", quoteName(host))
 	}
 	c := g.creds.Git[idx]
 	rest = "/" + rest
-	var repo string
-	push := false
+	var (
+		repo, endpoint string
+		push           bool
+	)
+	for _, e := range []string{gitInfoRefs, gitUploadPack, gitReceivePack} {
+		if strings.HasSuffix(rest, e) {
+			repo, endpoint = strings.TrimSuffix(rest, e), e
+		}
+	}
+	want := http.MethodPost
+	if endpoint == gitInfoRefs {
+		want = http.MethodGet
+	}
 	switch {
-	case strings.HasSuffix(rest, gitInfoRefs) && r.Method == http.MethodGet:
-		repo = strings.TrimSuffix(rest, gitInfoRefs)
-		switch r.URL.Query().Get("service") {
+	case endpoint == "":
+		return nil, refuse(http.StatusForbidden, "only git's smart HTTP protocol is forwarded (info/refs, git-upload-pack, git-receive-pack)")
+	case r.Method != want:
+		return nil, refuse(http.StatusMethodNotAllowed, "method %s is not forwarded for %s (git's smart HTTP sends %s)", quoteName(r.Method), endpoint, want)
+	case endpoint == gitInfoRefs:
+		switch GitService(r.URL.RawQuery) {
 		case "git-upload-pack":
 		case "git-receive-pack":
 			push = true
 		default:
-			return nil, http.StatusForbidden, "only git's smart HTTP protocol is forwarded (info/refs?service=git-upload-pack or git-receive-pack)"
+			return nil, refuse(http.StatusBadRequest, "info/refs is forwarded with exactly ?%s or ?%s (git's own requests), no other query", gitQueryUploadPack, gitQueryReceivePack)
 		}
-	case strings.HasSuffix(rest, gitUploadPack) && r.Method == http.MethodPost:
-		repo = strings.TrimSuffix(rest, gitUploadPack)
-	case strings.HasSuffix(rest, gitReceivePack) && r.Method == http.MethodPost:
-		repo, push = strings.TrimSuffix(rest, gitReceivePack), true
-	default:
-		return nil, http.StatusForbidden, "only git's smart HTTP protocol is forwarded (info/refs, git-upload-pack, git-receive-pack)"
+	case r.URL.RawQuery != "" || r.URL.ForceQuery:
+		return nil, refuse(http.StatusBadRequest, "%s is forwarded without a query", endpoint)
+	case endpoint == gitReceivePack:
+		push = true
 	}
 	name := strings.TrimSuffix(strings.TrimPrefix(repo, "/"), ".git")
-	listed := false
-	for _, rp := range c.Repos {
-		if rp == name {
-			listed = true
-		}
-	}
+	listed := slices.Contains(c.Repos, name)
 	key := fmt.Sprintf("credentials.git[%d]", idx)
 	if !listed {
-		return nil, http.StatusForbidden, fmt.Sprintf("%s/%s is not in %s.repos of the policy; the token is used for the listed repositories only", host, name, key)
+		return nil, refuse(http.StatusForbidden, "%s/%s is not in %s.repos of the policy; the token is used for the listed repositories only", host, quoteName(name), key)
 	}
 	if push && !c.Push {
-		return nil, http.StatusForbidden, fmt.Sprintf("push to %s/%s is refused: %s.push is false in the policy", host, name, key)
+		return nil, refuse(http.StatusForbidden, "push to %s/%s is refused: %s.push is false in the policy", host, name, key)
 	}
-	v, code, msg := g.secret(c.Secret)
-	if v == nil {
-		return nil, code, msg
+	v, ref := g.secret(c.Secret)
+	if ref != nil {
+		return nil, ref
 	}
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(GitUser+":"+string(v)))
 	return &target{
-		route: "git", host: host, path: rest, secret: c.Secret, fingerprint: secrets.Fingerprint(v),
-		set: func(h http.Header) { h.Set("Authorization", auth) },
-	}, 0, ""
+		route: "git", host: host, path: rest, query: r.URL.RawQuery, secret: c.Secret, fingerprint: secrets.Fingerprint(v),
+		keep: keepAllowed(gitHeaders, nil),
+		set:  func(h http.Header) { h.Set("Authorization", auth) },
+	}, nil
 }
 
-func (g *Gateway) http(r *http.Request) (*target, int, string) {
+func (g *Gateway) http(r *http.Request) (*target, *refusal) {
 	host, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, HTTPPrefix), "/")
-	for _, c := range g.creds.HTTP {
-		if c.Host != host {
-			continue
-		}
-		v, code, msg := g.secret(c.Secret)
-		if v == nil {
-			return nil, code, msg
-		}
-		value := strings.Replace(c.Value, policy.SecretPlaceholder, string(v), 1)
-		header := c.Header
-		return &target{
-			route: "http", host: host, path: "/" + rest, secret: c.Secret, fingerprint: secrets.Fingerprint(v),
-			set: func(h http.Header) {
-				h.Del(header)
-				h.Set(header, value)
-			},
-		}, 0, ""
+	i := slices.IndexFunc(g.creds.HTTP, func(c policy.HTTPCredential) bool { return c.Host == host })
+	if i < 0 {
+		return nil, refuse(http.StatusForbidden, "%s is not an http host of the policy (credentials.http)", quoteName(host))
 	}
-	return nil, http.StatusForbidden, fmt.Sprintf("%s is not an http host of the policy (credentials.http)", host)
+	c := g.creds.HTTP[i]
+	if ref := method(r, httpMethods, "http"); ref != nil {
+		return nil, ref
+	}
+	query, why := canonicalQuery(r.URL.RawQuery)
+	if why != "" {
+		return nil, refuse(http.StatusBadRequest, "%s", why)
+	}
+	v, ref := g.secret(c.Secret)
+	if ref != nil {
+		return nil, ref
+	}
+	value := strings.Replace(c.Value, policy.SecretPlaceholder, string(v), 1)
+	header := c.Header
+	return &target{
+		route: "http", host: host, path: "/" + rest, query: query, secret: c.Secret, fingerprint: secrets.Fingerprint(v),
+		keep: keepHTTP(header),
+		set:  func(h http.Header) { h.Set(header, value) },
+	}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -111,7 +112,25 @@ type fixture struct {
 	http    *testworld.Recording
 	secrets *memSecrets
 	url     string
-	logs    *strings.Builder
+	logs    *syncBuffer
+}
+
+// syncBuffer is a log destination tests read while the gateway writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func newFixture(t *testing.T, hold <-chan struct{}, withGit ...bool) *fixture {
@@ -121,7 +140,7 @@ func newFixture(t *testing.T, hold <-chan struct{}, withGit ...bool) *fixture {
 		api:     &testworld.MessagesAPI{Key: apiKey, Reply: "hello from the fake API", Hold: hold},
 		http:    &testworld.Recording{},
 		secrets: &memSecrets{m: map[string]string{"anthropic": apiKey, "github": gitToken, "example": httpToken}},
-		logs:    &strings.Builder{},
+		logs:    &syncBuffer{},
 	}
 	u.serve(t, "api.anthropic.test", f.api)
 	if _, err := exec.LookPath("git"); err == nil && len(withGit) > 0 {
@@ -139,16 +158,29 @@ func newFixture(t *testing.T, hold <-chan struct{}, withGit ...bool) *fixture {
 		f.http.Add(r)
 		fmt.Fprintf(w, "path=%s auth=%s", r.URL.Path, r.Header.Get("Authorization"))
 	}))
-	var mu sync.Mutex
-	g := New(testCreds(), f.secrets, WithTransport(u.transport()), WithLogf(func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(f.logs, format+"\n", args...)
-	}))
-	s := httptest.NewServer(g)
-	t.Cleanup(s.Close)
-	f.url = s.URL
+	g := New(testCreds(), f.secrets, WithTransport(u.transport()), WithLog(f.logs))
+	f.url = serve(t, g)
 	return f
+}
+
+// serve runs h with Serve (the daemon's own server settings) on a loopback
+// port until the test ends, and returns its URL.
+func serve(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, h) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
 }
 
 func post(t *testing.T, url string, hdr map[string]string) (*http.Response, string) {
@@ -230,15 +262,26 @@ func TestAnthropicStreamsUnbuffered(t *testing.T) {
 	}
 }
 
+// TestMissingSecret: the anthropic route answers in the Messages API's
+// error format, with the status Claude Code shows the message for (see
+// TestClaudeCodeShowsMissingSecret); the http route in plain text. Both
+// name the command to run on the host.
 func TestMissingSecret(t *testing.T) {
 	f := newFixture(t, nil)
 	delete(f.secrets.m, "anthropic")
+	delete(f.secrets.m, "example")
 	resp, body := post(t, f.url+"/v1/messages", nil)
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "devbox secret set anthropic") {
-		t.Errorf("status %d body %q", resp.StatusCode, body)
+	var e APIError
+	if err := json.Unmarshal([]byte(body), &e); err != nil || resp.StatusCode != http.StatusForbidden || e.Type != "error" ||
+		e.Error.Type != "authentication_error" || !strings.Contains(e.Error.Message, "run: devbox login") {
+		t.Errorf("anthropic: status %d body %q (%v)", resp.StatusCode, body, err)
 	}
-	if n := len(f.api.Requests()); n != 0 {
-		t.Errorf("%d requests reached the upstream", n)
+	resp, body = post(t, f.url+"/http/api.example.test/x", nil)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "devbox secret set example") {
+		t.Errorf("http: status %d body %q", resp.StatusCode, body)
+	}
+	if n := len(f.api.Requests()) + len(f.http.Requests()); n != 0 {
+		t.Errorf("%d requests reached the upstreams", n)
 	}
 }
 
@@ -314,13 +357,21 @@ func gitCmd(t *testing.T, f *fixture, dir string, args ...string) (string, error
 	return string(out), err
 }
 
-func TestGitRoute(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
+// requireGit skips t without git, and fails it under DEVBOX_E2E.
+func requireGit(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("git")
+	if err != nil {
 		if os.Getenv(devboxtest.E2EVar) != "" {
 			t.Fatal("git is not installed (scripts/test installs it)")
 		}
 		t.Skip("git is not installed")
 	}
+	return p
+}
+
+func TestGitRoute(t *testing.T) {
+	requireGit(t)
 	f := newFixture(t, nil, true)
 	dir := t.TempDir()
 	if out, err := gitCmd(t, f, dir, "clone", "-q", "https://push.test/acme/app.git", "app"); err != nil {

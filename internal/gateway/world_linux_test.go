@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -25,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/devbox-dev/devbox/internal/devboxtest"
+	"github.com/devbox-dev/devbox/internal/gateway"
 	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 	"github.com/devbox-dev/devbox/internal/sandbox"
@@ -68,6 +70,9 @@ func helper(mode string, args []string) int {
 var (
 	hostAPI = netip.MustParseAddr("10.77.0.40") // api.anthropic.test
 	hostGit = netip.MustParseAddr("10.77.0.41") // git.test
+	// api.git.test: a sibling host of git.test's service, protected
+	// through credentials.git[0].protect.
+	hostSibling = netip.MustParseAddr("10.77.0.42")
 )
 
 func randHex(n int) string {
@@ -202,6 +207,8 @@ func TestWorld(t *testing.T) {
 	w.AddHost(t, hostGit)
 	w.DNS.Set("api.anthropic.test", dns.TypeA, 300, hostAPI.String())
 	w.DNS.Set("git.test", dns.TypeA, 300, hostGit.String())
+	w.AddHost(t, hostSibling)
+	w.DNS.Set("api.git.test", dns.TypeA, 300, hostSibling.String())
 	ca, err := testworld.NewCA()
 	if err != nil {
 		t.Fatal(err)
@@ -213,6 +220,8 @@ func TestWorld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sibling := &testworld.Recording{}
+	siblingHandler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sibling.Add(r); fmt.Fprintln(w, "sibling api") })
 	web := &testworld.Web{}
 	t.Cleanup(web.Close)
 	err = testworld.InNS(w.Server, func() error {
@@ -226,7 +235,13 @@ func TestWorld(t *testing.T) {
 		if l, err = net.Listen("tcp", netip.AddrPortFrom(hostGit, 443).String()); err != nil {
 			return err
 		}
-		return web.Serve(l, gitsrv, ca, "git.test")
+		if err := web.Serve(l, gitsrv, ca, "git.test"); err != nil {
+			return err
+		}
+		if l, err = net.Listen("tcp", netip.AddrPortFrom(hostSibling, 443).String()); err != nil {
+			return err
+		}
+		return web.Serve(l, siblingHandler, ca, "api.git.test")
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -235,12 +250,12 @@ func TestWorld(t *testing.T) {
 	// The policy and what the image would carry.
 	policyText := fmt.Sprintf(`{
 	  "network": {
-	    "allow": ["api.anthropic.test:443", "git.test:443"],
+	    "allow": ["api.anthropic.test:443", "git.test:443", "api.git.test:443"],
 	    "dns": { "upstream": [%q] },
 	  },
 	  "credentials": {
 	    "anthropic": { "secret": "anthropic", "host": "api.anthropic.test" },
-	    "git": [ { "host": "git.test", "secret": "github", "repos": ["acme/app"], "push": true } ],
+	    "git": [ { "host": "git.test", "secret": "github", "repos": ["acme/app"], "push": true, "protect": ["*.git.test"] } ],
 	  },
 	}`, testworld.DNSAddr.Addr().String())
 	p, err := policy.Parse("policy", []byte(policyText))
@@ -273,6 +288,25 @@ func TestWorld(t *testing.T) {
 	} else {
 		t.Logf("firewall apply:\n%s", out)
 	}
+	agentEnv := []string{"HOME=" + home, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "ANTHROPIC_API_KEY=attacker-key", "GIT_TERMINAL_PROMPT=0"}
+
+	// Claude Code before any secret is stored: the gateway's answer is
+	// one Claude Code shows, naming the command to run on the host, and
+	// nothing reaches the API (issue 21, point 4).
+	noSecretOut, err := c.run(1000, agentEnv, "", claude, "-p", "say hello", "--output-format", "json")
+	var noSecret struct {
+		Result  string `json:"result"`
+		IsError bool   `json:"is_error"`
+		Status  int    `json:"api_error_status"`
+	}
+	if i := strings.IndexByte(noSecretOut, '{'); err == nil || i < 0 || json.Unmarshal([]byte(noSecretOut[i:]), &noSecret) != nil ||
+		!noSecret.IsError || noSecret.Status != 403 || !strings.Contains(noSecret.Result, "run: devbox login") {
+		t.Errorf("claude -p with no secret stored: %v\n%s", err, noSecretOut)
+	}
+	if n := len(api.Requests()); n != 0 || web.Seen(hostAPI, 443) != 0 {
+		t.Errorf("with no secret stored, the API saw %d requests", n)
+	}
+
 	// The secrets, as from the host: value on stdin, as root.
 	for name, v := range map[string]string{"anthropic": apiKey + "\n", "github": gitToken} {
 		if out, err := c.run(-1, rootEnv, v, devbox, "secret", "set", name); err != nil {
@@ -284,7 +318,6 @@ func TestWorld(t *testing.T) {
 	}
 	gwPID := gatewayPID(t, c)
 
-	agentEnv := []string{"HOME=" + home, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "ANTHROPIC_API_KEY=attacker-key", "GIT_TERMINAL_PROMPT=0"}
 	var outputs []string
 	type attempt struct{ what, result string }
 	var table []attempt
@@ -292,6 +325,7 @@ func TestWorld(t *testing.T) {
 		outputs = append(outputs, out)
 		table = append(table, attempt{what, result})
 	}
+	record("Claude Code (`claude -p`) before any secret is stored", noSecretOut, fmt.Sprintf("Claude Code shows: %q (API error %d); no request reached the API", noSecret.Result, noSecret.Status))
 
 	t.Run("claude through the gateway", func(t *testing.T) {
 		out, err := c.run(1000, agentEnv, "", claude, "-p", "say hello", "--output-format", "json")
@@ -347,6 +381,64 @@ func TestWorld(t *testing.T) {
 				t.Errorf("the world saw %d direct connections to %s", after-before, h.name)
 			}
 			record("direct TCP from the agent to "+h.name+":443 (curl with attacker-key)", out, "refused: "+strings.TrimSpace(out))
+		}
+	})
+
+	t.Run("sibling host of a protected service", func(t *testing.T) {
+		// api.git.test is allowed by the network section and protected by
+		// credentials.git[0].protect ("*.git.test"): the agent's own
+		// token could be used there, so only the gateway's uid may connect.
+		before := web.Seen(hostSibling, 443)
+		out, err := c.run(1000, agentEnv, "", "curl", "-sS", "--max-time", "5", "--cacert", caFile, "https://api.git.test/repos/acme/app", "-H", "Authorization: token attacker")
+		if err == nil {
+			t.Errorf("the agent reached the sibling host:\n%s", out)
+		}
+		if web.Seen(hostSibling, 443) != before || len(sibling.Requests()) != 0 {
+			t.Errorf("the world saw the agent's connection to the sibling host")
+		}
+		record("direct TCP from the agent to api.git.test:443, a sibling host protected by `credentials.git[0].protect`", out, "refused: "+strings.TrimSpace(out))
+		out, err = c.run(layout.GatewayUID, nil, "", "curl", "-sS", "--max-time", "5", "--cacert", caFile, "https://api.git.test/")
+		if err != nil || !strings.Contains(out, "sibling api") || web.Seen(hostSibling, 443) != before+1 {
+			t.Errorf("the gateway's uid to the sibling host: %v\n%s", err, out)
+		}
+		record("the same host from the gateway's uid (996)", out, "reached: "+strings.TrimSpace(out))
+	})
+
+	t.Run("requests the gateway refuses", func(t *testing.T) {
+		gw := "http://" + layout.GatewayAddr
+		apiSeen, gitSeen, n, g := web.Seen(hostAPI, 443), web.Seen(hostGit, 443), len(api.Requests()), len(gitsrv.Requests())
+		for _, a := range []struct {
+			what string
+			argv []string
+			want string
+		}{
+			{"TRACE, which an echoing upstream would answer with the injected key", []string{"-X", "TRACE", gw + "/v1/messages"}, "405"},
+			{"Upgrade: h2c", []string{"-H", "Upgrade: h2c", "-H", "Connection: Upgrade, HTTP2-Settings", "-H", "HTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA", gw + "/v1/messages"}, "400"},
+			{"Upgrade: websocket", []string{"-H", "Upgrade: websocket", "-H", "Connection: Upgrade", gw + "/v1/messages"}, "400"},
+			{"HTTP/2 prior knowledge", []string{"--http2-prior-knowledge", gw + "/v1/messages"}, ""},
+			{"info/refs with service= twice (fetch, then push)", []string{gw + "/git/git.test/acme/app.git/info/refs?service=git-upload-pack&service=git-receive-pack"}, "400"},
+			{"an API key in the query", []string{"-d", "{}", gw + "/v1/messages?api_key=attacker-key"}, "400"},
+			{"a path with escaped CR LF ESC (log forging)", []string{gw + "/v1/x%0D%0A%7B%22forged%22%3A1%7D%1B%5B31m"}, "400"},
+		} {
+			out, err := c.run(1000, agentEnv, "", append([]string{"curl", "-sS", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}"}, a.argv...)...)
+			code := strings.TrimSpace(out)
+			if a.want != "" && code != a.want || a.want == "" && (strings.HasPrefix(code, "2") || err == nil && code == "200") {
+				t.Errorf("%s: %v %q, want %s", a.what, err, out, a.want)
+			}
+			record("through the gateway: "+a.what, out, "HTTP "+code)
+		}
+		if web.Seen(hostAPI, 443) != apiSeen || web.Seen(hostGit, 443) != gitSeen || len(api.Requests()) != n || len(gitsrv.Requests()) != g {
+			t.Error("a refused request reached the world")
+		}
+		log, _ := c.run(-1, nil, "", "cat", "/var/log/devbox/gateway.log")
+		for i, line := range strings.Split(strings.TrimSpace(log), "\n") {
+			var e gateway.Entry
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				t.Errorf("gateway.log line %d is not JSON: %v: %q", i+1, err, line)
+			}
+		}
+		if strings.ContainsAny(log, "\r\x1b") || strings.Contains(log, `{"forged":1}`) {
+			t.Errorf("gateway.log has a raw control byte or a forged line:\n%q", log)
 		}
 	})
 

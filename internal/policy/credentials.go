@@ -33,6 +33,9 @@ type AnthropicCredential struct {
 	Secret string `json:"secret"`
 	// Host is the API host (default DefaultAnthropicHost).
 	Host string `json:"host"`
+	// Protect names more hosts only the gateway may reach (see
+	// ProtectedHosts), beside the service's siblings devbox knows.
+	Protect []string `json:"protect,omitempty"`
 }
 
 // GitCredential is a token for one git host, used for the listed repos only.
@@ -43,6 +46,8 @@ type GitCredential struct {
 	// a ".git" suffix. Fetch is allowed for each; push only when Push.
 	Repos []string `json:"repos"`
 	Push  bool     `json:"push"`
+	// Protect: as AnthropicCredential.Protect.
+	Protect []string `json:"protect,omitempty"`
 }
 
 // HTTPCredential injects one header into requests to one host.
@@ -52,26 +57,102 @@ type HTTPCredential struct {
 	// Value is the header's value; "${secret}" is replaced by the secret.
 	Value  string `json:"value"`
 	Secret string `json:"secret"`
+	// Protect: as AnthropicCredential.Protect.
+	Protect []string `json:"protect,omitempty"`
 }
 
 // SecretPlaceholder is replaced by the secret in HTTPCredential.Value.
 const SecretPlaceholder = "${secret}"
 
 // route is what every kind of credential route has: the host it is bound
-// to and the secret it injects.
-type route struct{ host, secret string }
+// to, the secret it injects, the hosts it protects besides its own and the
+// key path of its entry.
+type route struct {
+	host, secret string
+	protect      []string
+	at           string
+}
 
 // routes returns the routes in policy order: anthropic, git, http.
 func (c Credentials) routes() []route {
 	var out []route
-	if c.Anthropic != nil {
-		out = append(out, route{c.Anthropic.Host, c.Anthropic.Secret})
+	if a := c.Anthropic; a != nil {
+		out = append(out, route{a.Host, a.Secret, a.Protect, "credentials.anthropic"})
 	}
-	for _, g := range c.Git {
-		out = append(out, route{g.Host, g.Secret})
+	for i, g := range c.Git {
+		out = append(out, route{g.Host, g.Secret, g.Protect, fmt.Sprintf("credentials.git[%d]", i)})
 	}
-	for _, h := range c.HTTP {
-		out = append(out, route{h.Host, h.Secret})
+	for i, h := range c.HTTP {
+		out = append(out, route{h.Host, h.Secret, h.Protect, fmt.Sprintf("credentials.http[%d]", i)})
+	}
+	return out
+}
+
+// servicePresets are, per credential host, the other hosts of the same
+// service where a credential of that service works: a route protects its
+// whole service, not one name, or a foreign token would be used next door
+// (a git route for github.com with api.github.com open lets the agent push
+// through the REST API with its own token). The hosts are data: devbox's
+// tests never contact them.
+var servicePresets = map[string][]presetEntry{
+	"github.com": {
+		{"*.github.com", "api.github.com (REST and GraphQL: pushes, gists, issues with any token), uploads.github.com (release assets), codeload.github.com, gist.github.com, the package registries (npm.pkg.github.com, …)"},
+		{"*.githubusercontent.com", "raw., objects., media., release-assets., gist.githubusercontent.com: files served by token"},
+		{"ghcr.io", "the container registry: images pushed with a token"},
+	},
+	"gitlab.com": {
+		{"*.gitlab.com", "registry.gitlab.com (images pushed with a token) and the other GitLab.com services"},
+	},
+	"bitbucket.org": {
+		{"*.bitbucket.org", "api.bitbucket.org (the REST API) and the other Bitbucket Cloud hosts"},
+	},
+	DefaultAnthropicHost: {
+		{"console.anthropic.com", "the Console: API keys and workbench under any account's session"},
+		{"claude.ai", "Claude apps: uploads under any account's session"},
+		{"*.claude.ai", "Claude apps' other hosts"},
+		{"claude.com", "Claude apps and sign-in"},
+		{"*.claude.com", "platform.claude.com (the Console's newer host) and the others"},
+	},
+}
+
+// ProtectedHost is one name only the credential gateway may reach: a
+// route's host, a sibling host of its service, or a protect entry. Host is
+// an exact name or "*.domain" (every name under domain).
+type ProtectedHost struct {
+	Host string `json:"host"`
+	// From is the key path that protects it ("credentials.git[0].host",
+	// "credentials.git[0].protect"), with " (service preset)" for a
+	// sibling devbox knows; Why says what the host is, for presets.
+	From string `json:"from"`
+	Why  string `json:"why,omitempty"`
+}
+
+// ProtectedHosts returns every protected name in policy order (each
+// route's host, its service's siblings, its protect entries), each once.
+func (c Credentials) ProtectedHosts() []ProtectedHost {
+	var out []ProtectedHost
+	add := func(h ProtectedHost) {
+		if !slices.ContainsFunc(out, func(o ProtectedHost) bool { return o.Host == h.Host }) {
+			out = append(out, h)
+		}
+	}
+	for _, r := range c.routes() {
+		add(ProtectedHost{Host: r.host, From: r.at + ".host"})
+		for _, e := range servicePresets[r.host] {
+			add(ProtectedHost{Host: e.dest, From: r.at + ".host (service preset)", Why: e.why})
+		}
+		for _, p := range r.protect {
+			add(ProtectedHost{Host: p, From: r.at + ".protect"})
+		}
+	}
+	return out
+}
+
+// ProtectList is ProtectedHosts' names: what the firewall protects.
+func (c Credentials) ProtectList() []string {
+	var out []string
+	for _, h := range c.ProtectedHosts() {
+		out = append(out, h.Host)
 	}
 	return out
 }
@@ -133,6 +214,25 @@ func checkCredentialHost(s string) (string, string) {
 		return "", "want one exact host name (no wildcard, IP address or port): the gateway connects to it by name over TLS on port 443"
 	}
 	return d.Name, ""
+}
+
+// checkProtect accepts an exact host name or a wildcard ("*.example.com":
+// every name under it), without port or address: the firewall protects
+// names, whatever port they are reached on.
+func checkProtect(s string) (string, string) {
+	d, err := ParseDestination(s)
+	if err != nil {
+		return "", err.(*DestinationError).Reason
+	}
+	if (d.Kind != Host && d.Kind != Wildcard) || d.Port != 0 {
+		return "", "want a host name or a wildcard such as \"*.example.com\" (no IP address or port): every port of the name is protected"
+	}
+	return d.String(), ""
+}
+
+// protectField decodes a route's "protect" list.
+func (d *decoder) protectField(dst *[]string) field {
+	return field{"protect", func(v *hujson.Value, path string) { *dst = sortFold(d.strings(v, path, checkProtect)) }}
 }
 
 var repoSegment = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
@@ -209,6 +309,7 @@ func (d *decoder) credentials(v *hujson.Value, path string, c *Credentials) {
 			d.object(v, path,
 				field{"secret", func(v *hujson.Value, path string) { d.checked(v, path, &a.Secret, checkSecret) }},
 				field{"host", func(v *hujson.Value, path string) { d.checked(v, path, &a.Host, checkCredentialHost) }},
+				d.protectField(&a.Protect),
 			)
 			d.required(v, path, "secret")
 			c.Anthropic = a
@@ -234,6 +335,7 @@ func (d *decoder) credentials(v *hujson.Value, path string, c *Credentials) {
 							g.Push = b
 						}
 					}},
+					d.protectField(&g.Protect),
 				)
 				d.required(v, path, "host", "secret", "repos")
 				c.Git = append(c.Git, g)
@@ -251,6 +353,7 @@ func (d *decoder) credentials(v *hujson.Value, path string, c *Credentials) {
 					field{"header", func(v *hujson.Value, path string) { d.checked(v, path, &h.Header, checkHeader) }},
 					field{"value", func(v *hujson.Value, path string) { d.checked(v, path, &h.Value, checkHeaderValue) }},
 					field{"secret", func(v *hujson.Value, path string) { d.checked(v, path, &h.Secret, checkSecret) }},
+					d.protectField(&h.Protect),
 				)
 				d.required(v, path, "host", "header", "value", "secret")
 				c.HTTP = append(c.HTTP, h)

@@ -62,7 +62,7 @@ func TestCredentialsErrors(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{`{"credentials": {"anthropic": {}}}`, `p:1:31: credentials.anthropic: missing key "secret"`},
 		{`{"credentials": {"anthropic": {"secret": "../x"}}}`, `p:1:42: credentials.anthropic.secret: "../x": not a secret name`},
-		{`{"credentials": {"anthropic": {"secret": "a", "key": "sk"}}}`, `p:1:47: credentials.anthropic.key: unknown key "key" in credentials.anthropic (known keys: secret, host)`},
+		{`{"credentials": {"anthropic": {"secret": "a", "key": "sk"}}}`, `p:1:47: credentials.anthropic.key: unknown key "key" in credentials.anthropic (known keys: secret, host, protect)`},
 		{`{"credentials": {"anthropic": {"secret": "a", "host": "*.x.test"}}}`, `p:1:55: credentials.anthropic.host: "*.x.test": want one exact host name`},
 		{`{"credentials": {"git": [{"host": "g.test", "secret": "s"}]}}`, `p:1:26: credentials.git[0]: missing key "repos"`},
 		{`{"credentials": {"git": [{"host": "g.test:443", "secret": "s", "repos": ["a/b"]}]}}`, `p:1:35: credentials.git[0].host: "g.test:443": want one exact host name`},
@@ -74,6 +74,9 @@ func TestCredentialsErrors(t *testing.T) {
 		{`{"credentials": {"http": [{"host": "h.test", "header": "Host", "value": "${secret}", "secret": "s"}]}}`, `p:1:56: credentials.http[0].header: "Host": the gateway sets this header itself`},
 		{`{"credentials": {"http": [{"host": "h.test", "header": "X-Key", "value": "static", "secret": "s"}]}}`, `p:1:74: credentials.http[0].value: "static": must contain ${secret} exactly once`},
 		{`{"credentials": {"http": [{"host": "h.test", "header": "X Key", "value": "${secret}", "secret": "s"}]}}`, `p:1:56: credentials.http[0].header: "X Key": not an HTTP header name`},
+		{`{"credentials": {"anthropic": {"secret": "a", "protect": ["x.test:443"]}}}`, `p:1:59: credentials.anthropic.protect[0]: "x.test:443": want a host name or a wildcard`},
+		{`{"credentials": {"git": [{"host": "g.test", "secret": "s", "repos": ["a/b"], "protect": ["10.0.0.1"]}]}}`, `p:1:90: credentials.git[0].protect[0]: "10.0.0.1": want a host name or a wildcard`},
+		{`{"credentials": {"http": [{"host": "h.test", "header": "K", "value": "${secret}", "secret": "s", "protect": "api.h.test"}]}}`, `p:1:109: credentials.http[0].protect: want an array`},
 	}
 	tests = append(tests,
 		struct{ in, want string }{`{"credentials": {"anthropic": {"secret": "a"}}}`, `p:1:31: credentials.anthropic.host: "api.anthropic.com" is not allowed on port 443 by network.allow`},
@@ -108,4 +111,73 @@ func shiftCol(want string, n int) string {
 	_, rest, _ = strings.Cut(want[len("p:"):], ":")
 	_, rest, _ = strings.Cut(rest, ":")
 	return fmt.Sprintf("p:%d:%d:%s", line, col+n, rest)
+}
+
+// TestCredentialsProtect: a route protects its service's sibling hosts
+// (the preset for its host) and the policy's own protect entries; the
+// firewall gets them all, explain lists them with where they come from.
+func TestCredentialsProtect(t *testing.T) {
+	p, err := Parse("p", []byte(`{
+  "network": { "presets": ["anthropic", "github"], "allow": ["api.example.test:443", "git.corp.test:443"] },
+  "credentials": {
+    "anthropic": { "secret": "anthropic" },
+    "git":  [ { "host": "github.com", "secret": "github", "repos": ["acme/app"], "protect": ["*.GitHub.dev", "github.blog"] },
+              { "host": "git.corp.test", "secret": "corp", "repos": ["a/b"] } ],
+    "http": [ { "host": "api.example.test", "header": "Authorization", "value": "Bearer ${secret}", "secret": "example", "protect": ["uploads.example.test"] } ],
+  },
+}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"api.anthropic.com", "console.anthropic.com", "claude.ai", "*.claude.ai", "claude.com", "*.claude.com",
+		"github.com", "*.github.com", "*.githubusercontent.com", "ghcr.io", "*.github.dev", "github.blog",
+		"git.corp.test", "api.example.test", "uploads.example.test",
+	}
+	if got := p.Credentials.ProtectList(); !slices.Equal(got, want) {
+		t.Errorf("ProtectList() =\n %v\nwant\n %v", got, want)
+	}
+	for _, h := range p.Credentials.ProtectedHosts() {
+		switch h.Host {
+		case "*.github.com":
+			if h.From != "credentials.git[0].host (service preset)" || !strings.Contains(h.Why, "api.github.com") {
+				t.Errorf("%+v", h)
+			}
+		case "github.blog":
+			if h.From != "credentials.git[0].protect" {
+				t.Errorf("%+v", h)
+			}
+		}
+	}
+	// Every preset entry is a valid protect entry.
+	for host, es := range servicePresets {
+		for _, e := range es {
+			if got, why := checkProtect(e.dest); why != "" || got != e.dest {
+				t.Errorf("servicePresets[%s]: %q: %s (%q)", host, e.dest, why, got)
+			}
+		}
+	}
+	norm, err := p.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := Parse("n", norm)
+	if err != nil || !reflect.DeepEqual(q.Credentials, p.Credentials) {
+		t.Errorf("normalized form: %v\n%s", err, norm)
+	}
+	ex, err := Explain("p", []byte(norm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	ex.WriteText(&b)
+	for _, line := range []string{
+		"  protected (only the gateway, uid 996, may connect; everyone else is refused):",
+		"    *.githubusercontent.com                      from credentials.git[0].host (service preset)",
+		"    uploads.example.test                         from credentials.http[0].protect",
+	} {
+		if !strings.Contains(b.String(), line+"\n") {
+			t.Errorf("explain lacks %q:\n%s", line, b.String())
+		}
+	}
 }

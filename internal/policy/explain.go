@@ -6,6 +6,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/devbox-dev/devbox/internal/layout"
 )
 
 // Explanation is the effective policy with where each part came from, for
@@ -24,6 +26,9 @@ type Explanation struct {
 	Removed []Removal `json:"removed"`
 	// Defaults are the keys the file left out, with the value used.
 	Defaults []DefaultApplied `json:"defaults"`
+	// Protected are the hosts only the credential gateway may reach
+	// (Credentials.ProtectedHosts); none without a credentials section.
+	Protected []ProtectedHost `json:"protected,omitempty"`
 
 	// positions maps key paths ("network.allow[2]") to where they start;
 	// elems maps a list's key path and a canonical element to its path.
@@ -140,6 +145,7 @@ func finish(p *Policy, notes *decodeNotes, seen map[string]bool) *Explanation {
 			ex.Defaults = append(ex.Defaults, DefaultApplied{Key: d.path, Value: d.what})
 		}
 	}
+	ex.Protected = p.Credentials.ProtectedHosts()
 	ex.Defaults = append(ex.Defaults, DefaultApplied{
 		Key:   "sandbox.denyRead",
 		Value: "always includes " + strings.Join(DefaultDenyRead, ", "),
@@ -202,6 +208,17 @@ func (ex *Explanation) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "  blocked connections are logged to %s\n", p.Network.Log.File)
 	} else {
 		fmt.Fprintf(&b, "  blocked connections are not logged\n")
+	}
+
+	if c := p.Credentials; !c.IsZero() {
+		fmt.Fprintf(&b, "\nCredentials (the gateway injects them; the agent never holds them)\n")
+		for _, r := range c.routes() {
+			fmt.Fprintf(&b, "  %-44s secret %q\n", r.at+" "+r.host, r.secret)
+		}
+		fmt.Fprintf(&b, "  protected (only the gateway, uid %d, may connect; everyone else is refused):\n", layout.GatewayUID)
+		for _, h := range c.ProtectedHosts() {
+			fmt.Fprintf(&b, "    %-44s from %s\n", h.Host, h.From)
+		}
 	}
 
 	fmt.Fprintf(&b, "\nSandbox (devbox run)\n")

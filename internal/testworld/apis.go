@@ -18,6 +18,7 @@ import (
 // headers and the path.
 type APIRequest struct {
 	Method, Path  string
+	Query         string // the raw query
 	APIKey        string // x-api-key
 	Authorization string
 	Beta          string // anthropic-beta
@@ -35,7 +36,7 @@ func (rec *Recording) Add(r *http.Request) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	rec.reqs = append(rec.reqs, APIRequest{
-		Method: r.Method, Path: r.URL.Path,
+		Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
 		APIKey: r.Header.Get("X-Api-Key"), Authorization: r.Header.Get("Authorization"),
 		Beta: r.Header.Get("Anthropic-Beta"), Headers: r.Header.Clone(),
 	})

@@ -43,6 +43,8 @@ func main() {
 	fs.Var((*list)(&t.UDP), "udp", "ip:port of a UDP echo server, e.g. on 443 for QUIC (repeatable)")
 	fs.Var((*list)(&t.GatedNames), "gated-name", "allowed host:port to ask for another name in the TLS SNI and HTTP Host (repeatable)")
 	fs.Var((*list)(&t.GatedUDP), "gated-udp", "allowed host:port with a UDP echo server: UDP to a name's address must be blocked (repeatable)")
+	fs.StringVar(&t.Gateway, "gateway", "", "the credential gateway's ADDR (e.g. 127.0.0.1:53541): requests it must refuse itself")
+	fs.Var((*list)(&t.ProtectedNames), "protected-name", "host:port only the credential gateway may reach (repeatable)")
 	fs.StringVar(&t.Metadata, "metadata", "", "cloud metadata endpoint to try, e.g. 169.254.169.254:80 (only on a test network)")
 	fs.StringVar(&t.TunnelDomain, "tunnel-domain", "", "a non-allowed domain for DNS tunnelling queries")
 	fs.StringVar(&t.Nonce, "nonce", fmt.Sprintf("esc%x", time.Now().UnixNano()&0xffffffff), "marker put in every tunnelling query and UDP payload")
