@@ -171,3 +171,16 @@ func (e Event) String() string {
 	}
 	return s
 }
+
+// maxField bounds a logged field that a client chose (a name from an SNI
+// or a Host): a DNS name is at most 253 bytes, so a longer one is cut and
+// marked. Even with every byte escaped (6 bytes each in JSON) an event's
+// line stays a few KiB, far under what the filter reads (maxLogLine).
+const maxField = 256
+
+func boundField(s string) string {
+	if len(s) <= maxField {
+		return s
+	}
+	return s[:maxField] + "…"
+}
