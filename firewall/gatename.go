@@ -85,7 +85,8 @@ type clientHello struct {
 // parseClientHello reads the TLS records at the start of b. It returns how
 // many bytes the records carrying the ClientHello take, and what it says;
 // errNeedMore when b ends before the ClientHello does; a refusal when the
-// bytes are not a ClientHello the gate can read unambiguously.
+// bytes are not a ClientHello the gate can read unambiguously (with the
+// name as sent, when the server_name extension is what was wrong).
 func parseClientHello(b []byte) (int, clientHello, error) {
 	var msg []byte // the handshake bytes so far
 	off := 0
@@ -184,7 +185,7 @@ func parseHelloBody(body []byte) (clientHello, error) {
 		typ := exts.uint(2)
 		data := exts.vector(2)
 		if exts.bad || seen[typ] {
-			return clientHello{}, bad
+			return ch, bad
 		}
 		seen[typ] = true
 		switch typ {
@@ -193,19 +194,15 @@ func parseHelloBody(body []byte) (clientHello, error) {
 			if data.bad || len(data.b) != 0 {
 				return clientHello{}, bad
 			}
-			if list.uint(1) != 0 { // host_name, the only type
-				return clientHello{}, bad
-			}
+			typ := list.uint(1)
 			name := list.vector(2)
-			if list.bad || len(list.b) != 0 {
-				// A second entry, or bytes after the first.
-				return clientHello{}, bad
+			// Logged as asked, even when refused.
+			ch.name = strings.ToLower(string(name.b))
+			if typ != 0 || list.bad || len(list.b) != 0 || !validName(ch.name) {
+				// Not host_name (the only type), a second entry, bytes
+				// after the first, or not an LDH name.
+				return ch, bad
 			}
-			n := strings.ToLower(string(name.b))
-			if !validName(n) {
-				return clientHello{}, bad
-			}
-			ch.name = n
 		case extECH:
 			ch.ech = true
 		}
@@ -242,7 +239,8 @@ func serverHelloIsHRR(b []byte) (bool, error) {
 // parseRequest reads an HTTP/1.x request's head at the start of b. It
 // returns the head's length and the Host's name ("" for an IP literal);
 // errNeedMore when the head has not ended; a refusal for a request that
-// servers could read differently.
+// servers could read differently (with the Host as sent, when that is
+// what was wrong).
 func parseRequest(b []byte) (int, string, error) {
 	bad := refusal(GateAmbiguousHTTP)
 	var (
@@ -283,8 +281,8 @@ func parseRequest(b []byte) (int, string, error) {
 			}
 			if strings.EqualFold(name, "host") {
 				hosts++
-				if host, ok = hostValue(value); !ok {
-					return 0, "", bad
+				if host, ok = hostValue(value); !ok || hosts > 1 {
+					return 0, host, bad // the name asked, for the log
 				}
 			}
 		}
@@ -349,17 +347,17 @@ func hostValue(v []byte) (string, bool) {
 	h, port, hasPort := bytes.Cut(v, []byte(":"))
 	if hasPort {
 		if len(port) == 0 || len(port) > 5 {
-			return "", false
+			return strings.ToLower(string(v)), false
 		}
 		for _, c := range port {
 			if c < '0' || c > '9' {
-				return "", false
+				return strings.ToLower(string(v)), false
 			}
 		}
 	}
 	name := strings.TrimSuffix(strings.ToLower(string(h)), ".")
 	if !validName(name) {
-		return "", false
+		return strings.ToLower(string(v)), false
 	}
 	if hostName(name) == "" {
 		return "", true // an IP literal: no name
