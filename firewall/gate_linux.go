@@ -470,52 +470,25 @@ func (s *sniffConn) release() {
 	s.buf, s.off = nil, 0
 }
 
-// firstBytes is what the client's first bytes said.
-type firstBytes struct {
-	kind  string // streamTLS, streamHTTP or "" (neither)
-	name  string // the SNI or Host's name
-	ech   bool
-	n     int    // the length of the ClientHello's records or the request's head
-	refus string // a reader's refusal, or "" when the name was read
-}
-
 // sniff reads from sc.buf[sc.off:] (reading more as needed) until a TLS
 // ClientHello or an HTTP/1.x request head is complete, and reads it with
 // the strict readers of gatename.go.
 func sniff(sc *sniffConn) firstBytes {
-	var f firstBytes
 	for {
-		var err error
 		if len(sc.buf) > sc.off {
-			switch b := sc.buf[sc.off]; {
-			case b == recordHandshake:
-				var ch clientHello
-				f.kind = streamTLS
-				f.n, ch, err = parseClientHello(sc.buf[sc.off:])
-				f.name, f.ech = ch.name, ch.ech
-			case b >= 'A' && b <= 'Z':
-				f.kind = streamHTTP
-				f.n, f.name, err = parseRequest(sc.buf[sc.off:])
-			default:
-				f.kind, f.refus = "", GateNoName
-				return f
-			}
-			if err == nil {
-				return f
-			}
-			if r, ok := err.(refusal); ok {
-				f.refus = string(r)
-				if f.refus == GateNoName {
-					f.kind = ""
-				}
+			f, err := readFirst(sc.buf[sc.off:])
+			if err == nil || f.refus != "" {
 				return f
 			}
 		}
 		if err := sc.more(); err != nil {
+			f := firstBytes{refus: GateNoName} // nothing complete before the end or the deadline
 			if r, ok := err.(refusal); ok {
 				f.refus = string(r)
-			} else {
-				f.refus = GateNoName // nothing complete before the end or the deadline
+			}
+			if len(sc.buf) > sc.off {
+				g, _ := readFirst(sc.buf[sc.off:])
+				f.kind, f.name = g.kind, g.name
 			}
 			return f
 		}

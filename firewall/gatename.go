@@ -53,6 +53,45 @@ const (
 // per line). Past it the connection is refused (too-large).
 const maxFirstBytes = 16 << 10
 
+// firstBytes is what the client's first bytes said.
+type firstBytes struct {
+	kind  string // streamTLS, streamHTTP or "" (neither)
+	name  string // the SNI or Host's name
+	ech   bool
+	n     int    // the length of the ClientHello's records or the request's head
+	refus string // a reader's refusal, or "" when the name was read
+}
+
+// readFirst reads a connection's first bytes b (not empty): a TLS
+// ClientHello or an HTTP/1.x request head. It returns errNeedMore when b
+// is a valid beginning of one; otherwise the kind, the name, and either
+// the head's length or a refusal.
+func readFirst(b []byte) (firstBytes, error) {
+	var (
+		f   firstBytes
+		err error
+	)
+	switch c := b[0]; {
+	case c == recordHandshake:
+		var ch clientHello
+		f.kind = streamTLS
+		f.n, ch, err = parseClientHello(b)
+		f.name, f.ech = ch.name, ch.ech
+	case c >= 'A' && c <= 'Z':
+		f.kind = streamHTTP
+		f.n, f.name, err = parseRequest(b)
+	default:
+		err = refusal(GateNoName)
+	}
+	if r, ok := err.(refusal); ok {
+		f.refus = string(r)
+		if f.refus == GateNoName {
+			f.kind = ""
+		}
+	}
+	return f, err
+}
+
 // errNeedMore: the bytes so far are a valid beginning; read more.
 var errNeedMore = errors.New("need more bytes")
 

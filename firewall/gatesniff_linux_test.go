@@ -115,3 +115,30 @@ func TestSniff(t *testing.T) {
 		})
 	}
 }
+
+// TestSniffBudget: past the gate's budget for held bytes a connection is
+// refused (busy) before it reads; within it, a request past the
+// per-connection cap is refused (too-large).
+func TestSniffBudget(t *testing.T) {
+	c, s := tcpPair(t)
+	c.Write([]byte("GET / HTTP/1.1\r\nHost: good.test\r\n\r\n"))
+	heldBytes.Add(maxHeldBytes)
+	sc := newSniffConn(s)
+	f := sniff(sc)
+	sc.release()
+	heldBytes.Add(-maxHeldBytes)
+	if f.refus != GateBusy {
+		t.Errorf("over budget: %+v, want busy", f)
+	}
+	c, s = tcpPair(t)
+	go c.Write([]byte("GET / HTTP/1.1\r\nX: " + string(bytes.Repeat([]byte("a"), maxFirstBytes))))
+	s.SetReadDeadline(time.Now().Add(5 * time.Second))
+	sc = newSniffConn(s)
+	if f := sniff(sc); f.refus != GateTooLarge || len(sc.buf) != maxFirstBytes {
+		t.Errorf("past the cap: %+v after %d bytes, want too-large after %d", f, len(sc.buf), maxFirstBytes)
+	}
+	sc.release()
+	if n := heldBytes.Load(); n != 0 {
+		t.Errorf("%d bytes still counted as held", n)
+	}
+}
