@@ -24,7 +24,7 @@ import (
 // gateProbe runs the name gate's probes (see helperProbe): exit 0 when the
 // exchange completed, 3 when it was refused or failed.
 func gateProbe(args []string, fail func(error) int) (int, bool) {
-	if n, ok := map[string]int{"tls": 4, "ech": 5, "http": 3, "raw": 3, "hex": 3, "hrr": 4, "idle": 5}[args[0]]; !ok {
+	if n, ok := map[string]int{"tls": 4, "ech": 5, "http": 3, "raw": 3, "hex": 3, "hrr": 4, "idle": 6}[args[0]]; !ok {
 		return 0, false
 	} else if len(args) < n {
 		return 1, true
@@ -70,12 +70,16 @@ func gateProbe(args []string, fail func(error) int) (int, bool) {
 		return readAnswer(c, fail), true
 	case "hrr": // hrr ADDR FIRST SECOND: see hrrHandshake
 		return hrrHandshake(args[1], args[2], args[3], fail), true
-	case "idle": // idle ADDR N GOODADDR NAME: see idleConns
+	case "idle": // idle ADDR N GOODADDR NAME PAD: see idleConns
 		n, err := strconv.Atoi(args[2])
 		if err != nil {
 			return fail(err), true
 		}
-		return idleConns(args[1], n, args[3], args[4], fail), true
+		pad, err := strconv.Atoi(args[5])
+		if err != nil {
+			return fail(err), true
+		}
+		return idleConns(args[1], n, pad, args[3], args[4], fail), true
 	case "raw": // raw ADDR TEXT: send TEXT, print what comes back
 		c, err := net.DialTimeout("tcp", args[1], 3*time.Second)
 		if err != nil {
@@ -202,10 +206,12 @@ func hrrHandshake(addr, first, second string, fail func(error) int) int {
 	return 0
 }
 
-// idleConns opens n connections to addr that send nothing, and while they
-// wait makes one TLS handshake (SNI name) to goodAddr; it prints when the
-// idle ones were closed (min, median, max) and how long the handshake took.
-func idleConns(addr string, n int, goodAddr, name string, fail func(error) int) int {
+// idleConns opens n connections to addr that send pad bytes of an
+// unfinished request head (or nothing) and then wait, and meanwhile makes
+// one TLS handshake (SNI name) to goodAddr; it prints when the idle ones
+// were closed (min, median, max) and how long the handshake took.
+func idleConns(addr string, n, pad int, goodAddr, name string, fail func(error) int) int {
+	head := []byte("GET / HTTP/1.1\r\nHost: good.test\r\nX-Pad: " + strings.Repeat("a", max(pad-40, 0)))
 	start := time.Now()
 	closed := make(chan time.Duration, n)
 	var open int
@@ -215,6 +221,9 @@ func idleConns(addr string, n int, goodAddr, name string, fail func(error) int) 
 			return fail(fmt.Errorf("connection %d: %w", i, err))
 		}
 		open++
+		if pad > 0 {
+			go c.Write(head)
+		}
 		go func() {
 			defer c.Close()
 			c.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -237,8 +246,8 @@ func idleConns(addr string, n int, goodAddr, name string, fail func(error) int) 
 		ds = append(ds, <-closed)
 	}
 	slices.Sort(ds)
-	fmt.Printf("ok %d idle connections opened in %v; closed after %v min, %v median, %v max; a good TLS handshake meanwhile took %v\n",
-		n, opened.Round(time.Millisecond), ds[0].Round(time.Millisecond), ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond), good.Round(time.Millisecond))
+	fmt.Printf("ok %d idle connections (%d bytes each) opened in %v; closed after %v min, %v median, %v max; a good TLS handshake meanwhile took %v\n",
+		n, pad, opened.Round(time.Millisecond), ds[0].Round(time.Millisecond), ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond), good.Round(time.Millisecond))
 	return 0
 }
 

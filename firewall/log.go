@@ -31,7 +31,8 @@ type Event struct {
 	// … (addresses dropped from an allowed name's answer); and for
 	// connections the name gate refused (Proto "tls", "http" or "tcp"):
 	// "not-allowed", "sni-mismatch", "host-mismatch", "no-sni", "ech",
-	// "no-name".
+	// "no-name", "ambiguous-tls", "ambiguous-http", "hrr-sni-changed",
+	// "too-large", "busy".
 	Reason string `json:"reason"`
 	// UID is the uid of the process whose connection the gate refused.
 	UID *int `json:"uid,omitempty"`
