@@ -196,10 +196,17 @@ func (g *gate) handle(c *net.TCPConn) {
 	}
 	upc := up.(*net.TCPConn)
 	if first.kind == streamTLS {
-		if reason, name := g.followHello(sc, upc, first); reason != "" {
+		reason, name, err := g.followHello(sc, upc, first)
+		if reason != "" || err != nil {
 			upc.SetLinger(0)
 			upc.Close()
-			g.refuse(c, streamTLS, name, reason, orig)
+			if reason != "" {
+				g.refuse(c, streamTLS, name, reason, orig)
+				return
+			}
+			// The server or the client went away mid-handshake.
+			c.SetLinger(0)
+			c.Close()
 			return
 		}
 	}
@@ -226,53 +233,57 @@ const serverHelloTimeout = 10 * time.Second
 // carries the same name and ECH flag as the first. Any other ServerHello
 // ends the watch: from there, TLS 1.3 encrypts the client's handshake, and
 // TLS 1.2 has no second hello. It returns a refusal reason (and the name
-// the refused hello carried), or "" with sc.buf[sc.off:] left to forward.
-// The client's bytes after a hello wait in the kernel until the verdict on
-// the server's answer.
-func (g *gate) followHello(sc *sniffConn, up *net.TCPConn, first firstBytes) (string, string) {
-	fail := func() (string, string) { return GateAmbiguousTLS, first.name }
+// the refused hello carried), or "" with sc.buf[sc.off:] left to forward;
+// an error when either side failed or went away. The client's bytes after
+// a hello wait in the kernel until the verdict on the server's answer.
+func (g *gate) followHello(sc *sniffConn, up *net.TCPConn, first firstBytes) (string, string, error) {
 	for round := 0; ; round++ {
 		if _, err := up.Write(sc.buf[sc.off : sc.off+first.n]); err != nil {
-			return fail()
+			return "", "", err
 		}
 		sc.off += first.n
 		hrr, err := g.serverHello(up, sc.TCPConn)
-		if err != nil {
-			return fail()
-		}
-		if !hrr {
-			return "", ""
+		if err != nil || !hrr {
+			return "", "", err
 		}
 		if round > 0 {
-			return fail() // a second HelloRetryRequest (RFC 8446 forbids it)
+			// A second HelloRetryRequest (RFC 8446 forbids it).
+			return GateAmbiguousTLS, first.name, nil
 		}
 		sc.SetReadDeadline(time.Now().Add(sniffTimeout))
 		// The compatibility-mode ChangeCipherSpec may come first.
 		for {
 			for len(sc.buf)-sc.off < 6 {
 				if err := sc.more(); err != nil {
-					return fail()
+					if r, ok := err.(refusal); ok {
+						return string(r), first.name, nil
+					}
+					return "", "", err
 				}
 			}
-			if b := sc.buf[sc.off:]; b[0] != recordChangeCipherSpec {
+			if b := sc.buf[sc.off:]; b[0] == recordAlert {
+				return "", "", errors.New("client's alert after a HelloRetryRequest")
+			} else if b[0] != recordChangeCipherSpec {
 				break
 			} else if b[1] != 3 || b[3] != 0 || b[4] != 1 || b[5] != 1 {
-				return fail()
+				return GateAmbiguousTLS, first.name, nil
 			}
 			if _, err := up.Write(sc.buf[sc.off : sc.off+6]); err != nil {
-				return fail()
+				return "", "", err
 			}
 			sc.off += 6
 		}
 		second := sniff(sc)
-		if second.refus != "" || second.kind != streamTLS {
-			if second.refus == "" {
+		switch {
+		case second.refus == GateNoName && second.kind == streamTLS:
+			return "", "", errors.New("client went away before its second ClientHello")
+		case second.refus != "" || second.kind != streamTLS:
+			if second.refus == "" || second.refus == GateNoName {
 				second.refus = GateAmbiguousTLS
 			}
-			return second.refus, second.name
-		}
-		if second.name != first.name || second.ech != first.ech {
-			return GateHRRSNIChanged, second.name
+			return second.refus, second.name, nil
+		case second.name != first.name || second.ech != first.ech:
+			return GateHRRSNIChanged, second.name, nil
 		}
 		sc.SetReadDeadline(time.Time{})
 		first.n = second.n
