@@ -21,7 +21,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -553,17 +552,50 @@ func getsockopt(fd, level, opt int, p unsafe.Pointer, l *uint32) error {
 }
 
 // socketUID finds the uid owning the client socket from → to (its
-// original destination) through netlink socket diagnostics
-// (NETLINK_SOCK_DIAG, one request answered by the kernel's socket
-// table): no text to scan, whatever the number of connections. Only
-// refusals pay for it.
+// original destination) with one netlink socket-diagnostics request
+// (NETLINK_SOCK_DIAG, SOCK_DIAG_BY_FAMILY without NLM_F_DUMP): the kernel
+// looks that one socket up in its hash table: 9.7 µs (BenchmarkSocketUID).
+// A dump, even filtered by ports (netlink.SocketGet), walks all 262,144
+// buckets of this machine's table: 616 µs. Only refusals pay for it.
 func socketUID(from, to netip.AddrPort) (int, bool) {
-	tcp := func(a netip.AddrPort) *net.TCPAddr {
-		return &net.TCPAddr{IP: a.Addr().Unmap().AsSlice(), Port: int(a.Port())}
-	}
-	s, err := netlink.SocketGet(tcp(from), tcp(to))
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
 	if err != nil {
 		return 0, false
 	}
-	return int(s.UID), true
+	defer unix.Close(fd)
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 1})
+	const hdr, reqLen = unix.SizeofNlMsghdr, 56 // struct inet_diag_req_v2
+	req := make([]byte, hdr+reqLen)
+	ne := binary.NativeEndian
+	ne.PutUint32(req[0:], uint32(len(req)))
+	ne.PutUint16(req[4:], unix.SOCK_DIAG_BY_FAMILY)
+	ne.PutUint16(req[6:], unix.NLM_F_REQUEST)
+	ne.PutUint32(req[8:], 1) // sequence
+	r := req[hdr:]
+	r[0] = unix.AF_INET
+	if from.Addr().Is6() {
+		r[0] = unix.AF_INET6
+	}
+	r[1] = unix.IPPROTO_TCP
+	ne.PutUint32(r[4:], 0xffffffff) // every state
+	id := r[8:]                     // struct inet_diag_sockid: the socket's own end first
+	binary.BigEndian.PutUint16(id[0:], from.Port())
+	binary.BigEndian.PutUint16(id[2:], to.Port())
+	copy(id[4:20], from.Addr().AsSlice())
+	copy(id[20:36], to.Addr().AsSlice())
+	ne.PutUint32(id[40:], 0xffffffff) // INET_DIAG_NOCOOKIE
+	ne.PutUint32(id[44:], 0xffffffff)
+	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return 0, false
+	}
+	buf := make([]byte, 4096)
+	n, _, err := unix.Recvfrom(fd, buf, 0)
+	// The answer: a header and struct inet_diag_msg, whose idiag_uid
+	// follows family/state/timer/retrans (4), the sockid (48) and
+	// expires/rqueue/wqueue (12). An unknown socket is an NLMSG_ERROR.
+	const uidAt = hdr + 4 + 48 + 12
+	if err != nil || n < uidAt+4 || ne.Uint16(buf[4:]) != unix.SOCK_DIAG_BY_FAMILY {
+		return 0, false
+	}
+	return int(ne.Uint32(buf[uidAt:])), true
 }

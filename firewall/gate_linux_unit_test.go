@@ -3,6 +3,7 @@
 package firewall
 
 import (
+	"net"
 	"net/netip"
 	"os"
 	"testing"
@@ -23,5 +24,25 @@ func TestSocketUID(t *testing.T) {
 	}
 	if _, ok := socketUID(from, netip.AddrPortFrom(to.Addr(), to.Port()+1)); ok {
 		t.Errorf("found a socket that does not exist")
+	}
+}
+
+func BenchmarkSocketUID(b *testing.B) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	from := netip.MustParseAddrPort(c.LocalAddr().String())
+	to := netip.MustParseAddrPort(c.RemoteAddr().String())
+	for b.Loop() {
+		if _, ok := socketUID(from, to); !ok {
+			b.Fatal("not found")
+		}
 	}
 }
