@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,42 +50,66 @@ type diffServers struct {
 	sslOut    *lockedBuffer
 	syncN     int
 	mu        sync.Mutex // one input at a time per openssl
+	dir       string
+	procs     []*exec.Cmd
+	httpSrv   *http.Server
 }
 
-var (
-	diffOnce sync.Once
-	diffSrv  *diffServers
-	diffErr  error
-)
-
-// startDiffServers starts the servers once per test process (a fuzzing
-// worker is one).
+// startDiffServers starts the servers for tb (a fuzzing worker is one
+// process) and stops them when it ends; they also die with the test
+// process (Pdeathsig) if it is killed.
 func startDiffServers(tb testing.TB) *diffServers {
 	tb.Helper()
-	needOpenSSL, needNginx := devboxtest.E2E(), devboxtest.E2E()
-	diffOnce.Do(func() { diffSrv, diffErr = newDiffServers() })
-	if diffErr != nil {
-		tb.Fatal(diffErr)
+	d, err := newDiffServers()
+	if d != nil {
+		tb.Cleanup(d.stop)
 	}
-	if diffSrv.sslAddr == "" && needOpenSSL {
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if d.sslAddr == "" && devboxtest.E2E() {
 		tb.Fatal("openssl not found: the differential harness needs it under " + devboxtest.E2EVar)
 	}
-	if diffSrv.nginxAddr == "" && needNginx {
+	if d.nginxAddr == "" && devboxtest.E2E() {
 		tb.Fatal("nginx not found: the differential harness needs it under " + devboxtest.E2EVar + " (Debian: nginx-light)")
 	}
-	return diffSrv
+	return d
+}
+
+func (d *diffServers) stop() {
+	for _, p := range d.procs {
+		p.Process.Kill()
+		p.Wait()
+	}
+	if d.httpSrv != nil {
+		d.httpSrv.Close()
+	}
+	if d.tlsL != nil {
+		d.tlsL.Close()
+	}
+	os.RemoveAll(d.dir)
+}
+
+// startProc starts a server process that dies with the test.
+func (d *diffServers) startProc(cmd *exec.Cmd) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	d.procs = append(d.procs, cmd)
+	return nil
 }
 
 func newDiffServers() (*diffServers, error) {
-	d := &diffServers{}
 	dir, err := os.MkdirTemp("", "devbox-gatediff-")
 	if err != nil {
 		return nil, err
 	}
+	d := &diffServers{dir: dir}
 	// net/http
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return d, err
 	}
 	d.httpAddr = l.Addr().String()
 	srv := &http.Server{
@@ -94,20 +119,21 @@ func newDiffServers() (*diffServers, error) {
 		ErrorLog: nil,
 	}
 	srv.SetKeepAlivesEnabled(false)
+	d.httpSrv = srv
 	go srv.Serve(l)
 	// crypto/tls: its handshakes run in check.
 	if d.tlsL, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-		return nil, err
+		return d, err
 	}
 	ca, err := testworld.NewCA()
 	if err != nil {
-		return nil, err
+		return d, err
 	}
 	var files []string
 	for _, n := range []string{"good", "evil"} {
 		cert, key, err := ca.CertificatePEM(n + ".test")
 		if err != nil {
-			return nil, err
+			return d, err
 		}
 		c, k := filepath.Join(dir, n+".pem"), filepath.Join(dir, n+".key")
 		os.WriteFile(c, cert, 0o644)
@@ -116,12 +142,12 @@ func newDiffServers() (*diffServers, error) {
 	}
 	if _, err := exec.LookPath("openssl"); err == nil {
 		if err := d.startOpenSSL(files); err != nil {
-			return nil, err
+			return d, err
 		}
 	}
 	if nginx, err := exec.LookPath("nginx"); err == nil {
 		if err := d.startNginx(nginx, dir); err != nil {
-			return nil, err
+			return d, err
 		}
 	}
 	return d, nil
@@ -149,10 +175,9 @@ func (d *diffServers) startOpenSSL(files []string) error {
 		"-www", "-tlsextdebug")
 	d.sslOut = &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = d.sslOut, d.sslOut
-	if err := cmd.Start(); err != nil {
+	if err := d.startProc(cmd); err != nil {
 		return err
 	}
-	go cmd.Wait()
 	d.sslAddr = addr
 	for i := 0; i < 100; i++ {
 		if c, err := net.Dial("tcp", addr); err == nil {
@@ -188,10 +213,9 @@ http {
 	cmd := exec.Command(nginx, "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", cf)
 	var out lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
+	if err := d.startProc(cmd); err != nil {
 		return err
 	}
-	go cmd.Wait()
 	for i := 0; i < 100; i++ {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
