@@ -25,6 +25,21 @@ func TestSocketUID(t *testing.T) {
 	if _, ok := socketUID(from, netip.AddrPortFrom(to.Addr(), to.Port()+1)); ok {
 		t.Errorf("found a socket that does not exist")
 	}
+	l, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Logf("no IPv6 loopback: %v", err)
+		return
+	}
+	defer l.Close()
+	c6, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c6.Close()
+	from, to = netip.MustParseAddrPort(c6.LocalAddr().String()), netip.MustParseAddrPort(c6.RemoteAddr().String())
+	if uid, ok := socketUID(from, to); !ok || uid != os.Getuid() {
+		t.Errorf("socketUID(%s, %s) = %d %v, want %d", from, to, uid, ok, os.Getuid())
+	}
 }
 
 func BenchmarkSocketUID(b *testing.B) {
