@@ -3,6 +3,7 @@
 package firewall
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -32,9 +33,6 @@ const sniffTimeout = 5 * time.Second
 // maxSniff bounds the bytes read before a decision (a ClientHello with
 // post-quantum key shares is under 2 KiB; a request's headers a few).
 const maxSniff = 64 << 10
-
-// extECH is the encrypted_client_hello extension's code point.
-const extECH = 0xfe0d
 
 type gate struct {
 	cfg    Config
@@ -306,10 +304,17 @@ func (g *gate) serverHello(up, c *net.TCPConn) (bool, error) {
 			if len(seen)+n > maxFirstBytes {
 				return false, errors.New("server's first records too long")
 			}
-			seen = append(seen, buf[:n]...)
-			hrr, perr := serverHelloIsHRR(seen)
+			data := buf[:n]
+			if seen != nil {
+				seen = append(seen, data...)
+				data = seen
+			}
+			hrr, perr := serverHelloIsHRR(data)
 			if perr == nil {
 				return hrr, nil
+			}
+			if seen == nil {
+				seen = bytes.Clone(data)
 			}
 			continue
 		}

@@ -113,6 +113,7 @@ const (
 	recordHandshake        = 22
 	maxRecord              = 1 << 14
 	extServerName          = 0
+	extECH                 = 0xfe0d // encrypted_client_hello
 )
 
 // clientHello is what the gate reads in a ClientHello.
