@@ -30,10 +30,6 @@ import (
 // server speaks first never sends one and is refused when it runs out.
 const sniffTimeout = 5 * time.Second
 
-// maxSniff bounds the bytes read before a decision (a ClientHello with
-// post-quantum key shares is under 2 KiB; a request's headers a few).
-const maxSniff = 64 << 10
-
 type gate struct {
 	cfg    Config
 	binds  *bindClient
