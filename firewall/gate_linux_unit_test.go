@@ -3,24 +3,61 @@
 package firewall
 
 import (
+	"net"
 	"net/netip"
+	"os"
 	"testing"
 )
 
-func TestProcAddr(t *testing.T) {
-	for in, want := range map[string]string{
-		"0100007F:1F90":                         "127.0.0.1:8080",
-		"6400A8C0:01BB":                         "192.168.0.100:443",
-		"0000000000000000FFFF00000100007F:0050": "127.0.0.1:80",
-		"00000000000000000000000001000000:0016": "[::1]:22",
-		"B80D0120000000000000000001000000:01BB": "[2001:db8::1]:443",
-	} {
-		got, ok := procAddr(in)
-		if !ok || got != netip.MustParseAddrPort(want) {
-			t.Errorf("procAddr(%s) = %v %v, want %s", in, got, ok, want)
-		}
+// TestSocketUID: the owner of a connection, found through netlink socket
+// diagnostics, is this process's uid (both families when there is ::1).
+func TestSocketUID(t *testing.T) {
+	c, s := tcpPair(t)
+	from := netip.MustParseAddrPort(c.LocalAddr().String())
+	to := netip.MustParseAddrPort(s.LocalAddr().String())
+	uid, ok := socketUID(from, to)
+	if !ok || uid != os.Getuid() {
+		t.Errorf("socketUID(%s, %s) = %d %v, want %d", from, to, uid, ok, os.Getuid())
 	}
-	if _, ok := procAddr("zz:1"); ok {
-		t.Error("procAddr accepted garbage")
+	if _, ok := socketUID(to, from); !ok {
+		t.Errorf("the accepted end %s → %s not found", to, from)
+	}
+	if _, ok := socketUID(from, netip.AddrPortFrom(to.Addr(), to.Port()+1)); ok {
+		t.Errorf("found a socket that does not exist")
+	}
+	l, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Logf("no IPv6 loopback: %v", err)
+		return
+	}
+	defer l.Close()
+	c6, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c6.Close()
+	from, to = netip.MustParseAddrPort(c6.LocalAddr().String()), netip.MustParseAddrPort(c6.RemoteAddr().String())
+	if uid, ok := socketUID(from, to); !ok || uid != os.Getuid() {
+		t.Errorf("socketUID(%s, %s) = %d %v, want %d", from, to, uid, ok, os.Getuid())
+	}
+}
+
+func BenchmarkSocketUID(b *testing.B) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	from := netip.MustParseAddrPort(c.LocalAddr().String())
+	to := netip.MustParseAddrPort(c.RemoteAddr().String())
+	for b.Loop() {
+		if _, ok := socketUID(from, to); !ok {
+			b.Fatal("not found")
+		}
 	}
 }

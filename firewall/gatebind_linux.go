@@ -25,8 +25,10 @@ import (
 // is ever read by the gate. One request per line:
 //
 //	B ADDR        → the names bound to ADDR, space-separated, one line
-//	L EVENT-JSON  → no answer; the filter appends the event to the log
+//	L EVENT-JSON  → "ok" once the filter appended the event to the log
 //
+// A line longer than maxLogLine ends the connection (the gate bounds its
+// events' fields well under it).
 // The filter answers only root and the gate's uid (SO_PEERCRED).
 const (
 	bindDirName  = "dns"
@@ -92,7 +94,7 @@ func (f *filter) bindConn(c *net.UnixConn) {
 		return
 	}
 	sc := bufio.NewScanner(c)
-	sc.Buffer(make([]byte, 4096), 64<<10)
+	sc.Buffer(make([]byte, 4096), maxLogLine)
 	w := bufio.NewWriter(c)
 	for sc.Scan() {
 		line := sc.Text()
@@ -108,8 +110,13 @@ func (f *filter) bindConn(c *net.UnixConn) {
 			}
 		case strings.HasPrefix(line, "L "):
 			var e Event
-			if json.Unmarshal([]byte(line[2:]), &e) == nil {
-				f.log.write(e)
+			if json.Unmarshal([]byte(line[2:]), &e) != nil {
+				return
+			}
+			f.log.write(e)
+			w.WriteString("ok\n")
+			if w.Flush() != nil {
+				return
 			}
 		default:
 			return
@@ -117,7 +124,13 @@ func (f *filter) bindConn(c *net.UnixConn) {
 	}
 }
 
+// maxLogLine bounds one request line to the filter.
+const maxLogLine = 64 << 10
+
 // bindClient is the gate's end: a few reused connections to the filter.
+// A connection that failed in any way is closed, never pooled again, and
+// a request that failed on a reused connection (which the filter may have
+// closed since) is tried once more on a new one.
 type bindClient struct {
 	path string
 	idle chan *bindConn
@@ -132,12 +145,7 @@ func newBindClient(path string) *bindClient {
 	return &bindClient{path: path, idle: make(chan *bindConn, 64)}
 }
 
-func (b *bindClient) get() (*bindConn, error) {
-	select {
-	case bc := <-b.idle:
-		return bc, nil
-	default:
-	}
+func (b *bindClient) dial() (*bindConn, error) {
 	c, err := net.DialTimeout("unix", b.path, time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("DNS filter's bindings: %w", err)
@@ -153,41 +161,59 @@ func (b *bindClient) put(bc *bindConn) {
 	}
 }
 
+// ask sends one request line and returns the answer line.
+func (b *bindClient) ask(req []byte) (string, error) {
+	try := func(bc *bindConn) (string, error) {
+		bc.c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := bc.c.Write(req); err != nil {
+			bc.c.Close()
+			return "", err
+		}
+		line, err := bc.r.ReadString('\n')
+		if err != nil {
+			bc.c.Close()
+			return "", fmt.Errorf("DNS filter's bindings: %w", err)
+		}
+		b.put(bc)
+		return line, nil
+	}
+	select {
+	case bc := <-b.idle:
+		if line, err := try(bc); err == nil {
+			return line, nil
+		}
+	default:
+	}
+	bc, err := b.dial()
+	if err != nil {
+		return "", err
+	}
+	return try(bc)
+}
+
 // names asks the filter which names resolved to a.
 func (b *bindClient) names(a netip.Addr) ([]string, error) {
-	bc, err := b.get()
+	line, err := b.ask([]byte("B " + a.Unmap().String() + "\n"))
 	if err != nil {
 		return nil, err
 	}
-	bc.c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := fmt.Fprintf(bc.c, "B %s\n", a.Unmap()); err != nil {
-		bc.c.Close()
-		return nil, err
-	}
-	line, err := bc.r.ReadString('\n')
-	if err != nil {
-		bc.c.Close()
-		return nil, fmt.Errorf("DNS filter's bindings: %w", err)
-	}
-	b.put(bc)
 	return strings.Fields(line), nil
 }
 
-// log hands an event to the filter, the log file's one writer.
+// log hands an event to the filter, the log file's one writer, and waits
+// for it to be written.
 func (b *bindClient) log(e Event) error {
 	raw, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
-	bc, err := b.get()
-	if err != nil {
-		return err
+	req := append(append([]byte("L "), raw...), '\n')
+	if len(req) > maxLogLine {
+		return fmt.Errorf("event of %d bytes exceeds the filter's %d", len(req), maxLogLine)
 	}
-	bc.c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := bc.c.Write(append(append([]byte("L "), raw...), '\n')); err != nil {
-		bc.c.Close()
-		return err
+	line, err := b.ask(req)
+	if err == nil && line != "ok\n" {
+		err = fmt.Errorf("DNS filter's log: answered %q", line)
 	}
-	b.put(bc)
-	return nil
+	return err
 }

@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-// clientHello returns the first flight of a crypto/tls client asking for
+// helloBytes returns the first flight of a crypto/tls client asking for
 // name (post-quantum key share included, as today's clients send).
-func clientHello(tb testing.TB, name string) []byte {
+func helloBytes(tb testing.TB, name string) []byte {
 	a, b := net.Pipe()
 	go tls.Client(a, &tls.Config{ServerName: name}).Handshake()
 	var hdr [5]byte
@@ -47,10 +47,10 @@ func benchmarkSniff(b *testing.B, first []byte, wantKind, wantName string) {
 		}
 		c.Write(first)
 		sc := newSniffConn(s)
-		kind, name, _ := sniff(sc)
+		f := sniff(sc)
 		sc.release()
-		if kind != wantKind || name != wantName {
-			b.Fatalf("sniff = %q %q, want %q %q", kind, name, wantKind, wantName)
+		if f.kind != wantKind || f.name != wantName || f.refus != "" {
+			b.Fatalf("sniff = %+v, want %q %q", f, wantKind, wantName)
 		}
 		c.Close()
 		s.Close()
@@ -58,7 +58,7 @@ func benchmarkSniff(b *testing.B, first []byte, wantKind, wantName string) {
 }
 
 func BenchmarkSniffTLS(b *testing.B) {
-	benchmarkSniff(b, clientHello(b, "good.test"), streamTLS, "good.test")
+	benchmarkSniff(b, helloBytes(b, "good.test"), streamTLS, "good.test")
 }
 
 func BenchmarkSniffHTTP(b *testing.B) {
@@ -69,7 +69,7 @@ func BenchmarkSniffHTTP(b *testing.B) {
 // in pieces, beyond the reused 4 KiB record, and every byte read is kept
 // for the replay, in order.
 func TestSniff(t *testing.T) {
-	hello := clientHello(t, "good.test")
+	hello := helloBytes(t, "good.test")
 	bigReq := []byte("GET / HTTP/1.1\r\nHost: good.test\r\nX-Pad: " + string(bytes.Repeat([]byte("a"), 9000)) + "\r\n\r\n")
 	for _, tc := range []struct {
 		name       string
@@ -98,17 +98,47 @@ func TestSniff(t *testing.T) {
 			}
 			s.SetReadDeadline(time.Now().Add(5 * time.Second))
 			sc := newSniffConn(s)
-			kind, name, _ := sniff(sc)
-			if kind != tc.kind || name != tc.host {
-				t.Errorf("sniff = %q %q, want %q %q", kind, name, tc.kind, tc.host)
+			f := sniff(sc)
+			if f.kind != tc.kind || f.name != tc.host || (f.refus == "") != (tc.kind != "") {
+				t.Errorf("sniff = %+v, want %q %q", f, tc.kind, tc.host)
 			}
 			if tc.kind != "" && !bytes.Equal(sc.buf, sent[:len(sc.buf)]) {
 				t.Errorf("recorded bytes differ from those sent")
+			}
+			if tc.kind != "" && f.n != len(sent) {
+				t.Errorf("read a %d-byte first message of %d bytes sent", f.n, len(sent))
 			}
 			if tc.kind == streamTLS && len(sc.buf) != len(sent) {
 				t.Errorf("recorded %d bytes of the %d-byte ClientHello", len(sc.buf), len(sent))
 			}
 			sc.release()
 		})
+	}
+}
+
+// TestSniffBudget: past the gate's budget for held bytes a connection is
+// refused (busy) before it reads; within it, a request past the
+// per-connection cap is refused (too-large).
+func TestSniffBudget(t *testing.T) {
+	c, s := tcpPair(t)
+	c.Write([]byte("GET / HTTP/1.1\r\nHost: good.test\r\n\r\n"))
+	heldBytes.Add(maxHeldBytes)
+	sc := newSniffConn(s)
+	f := sniff(sc)
+	sc.release()
+	heldBytes.Add(-maxHeldBytes)
+	if f.refus != GateBusy {
+		t.Errorf("over budget: %+v, want busy", f)
+	}
+	c, s = tcpPair(t)
+	go c.Write([]byte("GET / HTTP/1.1\r\nX: " + string(bytes.Repeat([]byte("a"), maxFirstBytes))))
+	s.SetReadDeadline(time.Now().Add(5 * time.Second))
+	sc = newSniffConn(s)
+	if f := sniff(sc); f.refus != GateTooLarge || len(sc.buf) != maxFirstBytes {
+		t.Errorf("past the cap: %+v after %d bytes, want too-large after %d", f, len(sc.buf), maxFirstBytes)
+	}
+	sc.release()
+	if n := heldBytes.Load(); n != 0 {
+		t.Errorf("%d bytes still counted as held", n)
 	}
 }

@@ -31,7 +31,8 @@ type Event struct {
 	// … (addresses dropped from an allowed name's answer); and for
 	// connections the name gate refused (Proto "tls", "http" or "tcp"):
 	// "not-allowed", "sni-mismatch", "host-mismatch", "no-sni", "ech",
-	// "no-name".
+	// "no-name", "ambiguous-tls", "ambiguous-http", "hrr-sni-changed",
+	// "too-large", "busy".
 	Reason string `json:"reason"`
 	// UID is the uid of the process whose connection the gate refused.
 	UID *int `json:"uid,omitempty"`
@@ -170,4 +171,17 @@ func (e Event) String() string {
 		s += fmt.Sprintf(" uid %d", *e.UID)
 	}
 	return s
+}
+
+// maxField bounds a logged field that a client chose (a name from an SNI
+// or a Host): a DNS name is at most 253 bytes, so a longer one is cut and
+// marked. Even with every byte escaped (6 bytes each in JSON) an event's
+// line stays a few KiB, far under what the filter reads (maxLogLine).
+const maxField = 256
+
+func boundField(s string) string {
+	if len(s) <= maxField {
+		return s
+	}
+	return s[:maxField] + "…"
 }
