@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/devbox-dev/devbox/firewall/fwpolicy"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
@@ -69,8 +70,16 @@ func (vs *Violations) Error() string {
 //   - credentials are the baseline's routes or a subset of them: the same
 //     secret on the same host (an http route's header and value too), git
 //     repos among the baseline route's, push only where the baseline
-//     pushes; and a baseline route stays while the repository still allows
-//     its host, so no other identity can be used there (see credentials).
+//     pushes. A route may be dropped: its host stays protected in the
+//     fence (FenceConfig), so the repository may not deny it by name;
+//   - then, on what is enforced: both fences are compiled with the
+//     firewall's own code (fwpolicy.Config, and FenceConfig for the
+//     repository), and no packet — the agent's uid or the gateway's, TCP
+//     or UDP, to any address of the check's DNS world (every name's own
+//     address, one address all names share, an address in every range), on
+//     any port either policy names or 22, 80, 443, 8443, with any SNI/Host
+//     the gate can see — passes the repository's rules and not the
+//     baseline's (Widens, firewall.Model).
 func Check(base *policy.Policy, baseName string, repo *policy.Explanation) error {
 	c := checker{repo: repo}
 	b := base
@@ -155,6 +164,15 @@ func Check(base *policy.Policy, baseName string, repo *policy.Explanation) error
 		c.add(c.repo.ElementPath("sandbox.allowWrite", w), fmt.Sprintf("%q is not within the baseline's writable paths", w), ref)
 	}
 	c.credentials(b, p)
+	if len(c.list) == 0 {
+		// The entries lie within the baseline's; now what is enforced.
+		switch w, err := Widens(fwpolicy.Config(b), FenceConfig(b, p), nil); {
+		case err != nil:
+			c.add("network", "the two fences could not be compared: "+err.Error(), "")
+		case w != nil:
+			c.add("network", "the compiled fences differ: "+w.String(), "")
+		}
+	}
 	if len(c.list) == 0 {
 		return nil
 	}

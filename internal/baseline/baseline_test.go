@@ -81,8 +81,6 @@ func TestHostileCases(t *testing.T) {
 		{"git push", `"push": false`, `"push": true`, "cannot allow push", "credentials.git[0].push", `credentials.git[0] "code.dev.corp.test" push false`},
 		{"git secret", `"secret": "corp-git"`, `"secret": "corp-api"`, `uses the secret "corp-git"`, "credentials.git[0].secret", `credentials.git[0] "code.dev.corp.test"`},
 		{"anthropic added", `"credentials": {`, `"credentials": {"anthropic": {"secret": "corp-api", "host": "pkg.example.test"},`, "no anthropic route", "credentials.anthropic", "credentials (no anthropic route)"},
-		{"route dropped, host still allowed", `"http": [{"host": "hooks.dev.corp.test", "header": "Authorization", "value": "Bearer ${secret}", "secret": "corp-api"}],`, ``,
-			"keeps that route", "credentials", `credentials.http[0] "hooks.dev.corp.test"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := string(narrow)
