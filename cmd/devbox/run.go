@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/devbox-dev/devbox/internal/baseline"
 	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 	"github.com/devbox-dev/devbox/internal/sandbox"
@@ -29,8 +30,9 @@ files, .claude/*, ...): any created or changed during the run is printed and
 devbox exits non-zero (1, or the command's own non-zero status) unless
 --accept-new-paths is given. Otherwise the command's exit status is devbox's.
 
-The policy is --policy, else ` + layout.PolicyPath + ` (inside a devbox container: the
-policy the fence enforces), else ./.devcontainer/` + policy.DefaultFileName + ` or
+The policy is --policy, else the policy in force inside a devbox container
+(` + layout.AppliedPolicyPath + `, which the entrypoint records: the repository's own
+policy when one is mounted and narrows the image's baseline; else ` + layout.PolicyPath + `), else ./.devcontainer/` + policy.DefaultFileName + ` or
 ./` + policy.DefaultFileName + ` (the first that exists, as for every command), else the defaults.`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "policy", Usage: "policy file (see above for the default)"},
@@ -154,13 +156,15 @@ func runAction(c *cli.Context) error {
 }
 
 // runPolicy loads the policy `devbox run` applies: inside a devbox
-// container the baked one, which the fence enforces and the agent cannot
-// edit; else the repository's (policy.Find); else the defaults.
+// container the one in force (baseline.Applied: what the entrypoint
+// resolved and fenced with, a mounted repository policy's narrowing
+// included), which the agent cannot edit; else the repository's
+// (policy.Find); else the defaults.
 func runPolicy(flag string) (*policy.Policy, error) {
 	if flag != "" {
 		return policy.Load(flag)
 	}
-	pol, err := policy.Load(layout.PolicyPath)
+	pol, err := baseline.Applied()
 	if !errors.Is(err, policy.ErrNoPolicy) {
 		return pol, err
 	}
