@@ -108,6 +108,11 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
+	if c.String("policy") == "" {
+		if err := withinCeiling(cfg, spec); err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+	}
 	if c.Bool("explain") {
 		fmt.Fprintln(c.App.Writer, bwrap+" "+shellJoin(sandbox.Args(spec)))
 		for _, m := range spec.Mounts {
@@ -176,6 +181,30 @@ func runPolicy(flag string) (*policy.Policy, error) {
 		return nil, err
 	}
 	return policy.Load(path)
+}
+
+// withinCeiling repeats the baseline check on what this run resolves: the
+// plan of the policy in force against the plan of its ceiling (the
+// image's baseline, else the baked policy) for the same workspace, home
+// and command. A writable path reached through a symbolic link made since
+// the check, or a deny a deeper writable bind undoes, is refused here.
+func withinCeiling(cfg sandbox.Config, spec sandbox.Spec) error {
+	ceil, err := baseline.Ceiling()
+	if err != nil || ceil == nil {
+		return err
+	}
+	cc := cfg
+	cc.AllowWrite = append([]string(nil), ceil.Sandbox.AllowWrite...)
+	cc.DenyRead = append([]string(nil), ceil.Sandbox.DenyRead...)
+	cc.DenyWrite = append([]string(nil), ceil.Sandbox.DenyWrite...)
+	cspec, err := sandbox.Plan(cc, sandbox.OSFS{})
+	if err != nil {
+		return fmt.Errorf("the baseline's sandbox: %w", err)
+	}
+	if err := sandbox.Narrows(spec, cspec); err != nil {
+		return fmt.Errorf("the policy in force is wider than the image's baseline once its paths are resolved: %w", err)
+	}
+	return nil
 }
 
 // shellJoin quotes args for a shell, for --explain.

@@ -83,3 +83,18 @@ func appliedPath(recorded, repoPath, bakedPath string) (string, error) {
 	}
 	return bakedPath, nil
 }
+
+// Ceiling is what the policy in force must lie within, for the checks
+// `devbox run` repeats on resolved paths: the image's baseline when it has
+// one, else the policy baked into the image; nil (no error) outside a
+// devbox container.
+func Ceiling() (*policy.Policy, error) {
+	for _, path := range []string{layout.BaselinePath, layout.PolicyPath} {
+		p, err := policy.Load(path)
+		if errors.Is(err, policy.ErrNoPolicy) {
+			continue
+		}
+		return p, err
+	}
+	return nil, nil
+}

@@ -128,3 +128,48 @@ func explain(t *testing.T, src string) *policy.Explanation {
 	}
 	return ex
 }
+
+// TestSandboxPathsChecked: lists that lay textually within the baseline's
+// and that the sandbox's mount order or path resolution does not keep.
+func TestSandboxPathsChecked(t *testing.T) {
+	base := mustParse(t, `{"sandbox": {"enabled": true, "allowWrite": ["/opt/cache", "/srv/*.d", "sub/out"], "denyWrite": ["locked.txt", "/opt/cache/locked"]}}`)
+	for _, tc := range []struct {
+		sandbox string
+		want    string // "" accepted
+	}{
+		{`"allowWrite": ["/opt/cache/go"], "denyWrite": ["locked.txt", "/opt/cache/locked"]`, ""},
+		{`"allowWrite": ["/srv/*.d"], "denyWrite": ["locked.txt", "/opt/cache/locked"]`, ""},
+		{`"denyWrite": ["locked.txt", "/opt/cache"]`, `the baseline's "/opt/cache/locked" is missing`},
+		{`"allowWrite": ["/opt/cache/*"], "denyWrite": ["locked.txt", "/opt/cache/locked"]`, "is a pattern"},
+		{`"denyWrite": ["/", "/opt/cache/locked"]`, `the baseline's "locked.txt" is missing`},
+		{`"denyWrite": ["/", "locked.txt"]`, `the baseline's "/opt/cache/locked" is missing`},
+	} {
+		err := Check(base, "base", explain(t, `{"sandbox": {"enabled": true, `+tc.sandbox+`}}`))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.sandbox, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: Check = %v; want %q", tc.sandbox, err, tc.want)
+		}
+	}
+}
+
+func TestKeeps(t *testing.T) {
+	for _, c := range []struct {
+		d, r     string
+		writable []string
+		want     bool
+	}{
+		{"sub/x", "sub", nil, true},
+		{"sub/out/x", "sub", []string{"sub/out"}, false},
+		{"sub/x", "sub", []string{"sub/out"}, true},
+		{"locked.txt", "/", nil, false},
+		{"/opt/cache/locked", "/opt/cache", nil, false},
+		{"~/.ssh", "~", nil, false},
+		{"/opt/cache/locked", "/opt/cache/locked", nil, true},
+	} {
+		if got := keeps(c.d, c.r, c.writable); got != c.want {
+			t.Errorf("keeps(%q, %q, %q) = %v", c.d, c.r, c.writable, got)
+		}
+	}
+}
