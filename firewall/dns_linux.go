@@ -515,34 +515,7 @@ func (f *filter) insert(name string, a netip.Addr, v Verdict, ttl time.Duration)
 	// The binding first: once the set entry exists, the gate may see a
 	// connection to it. It expires with the set entry (2×TTL, see below).
 	f.bound.add(a, name, time.Now().Add(2*ttl))
-	fam := familyOf(a)
-	p := netip.PrefixFrom(a, a.BitLen())
-	type member struct {
-		set string
-		e   entry
-	}
-	var ms []member
-	// Protection first, and for good: no moment has a protected address
-	// allowed but not protected.
-	if v.Protected {
-		ms = append(ms, member{SetName(SetProtect, fam), entry{prefix: p}})
-	}
-	// Deny entries first: if writing them fails, nothing of this address
-	// has been allowed yet, and they never expire before the allows
-	// written after them.
-	for _, port := range v.DenyPorts {
-		for _, e := range portEntries(p, port) {
-			ms = append(ms, member{SetName(SetDenyPort, fam), e})
-		}
-	}
-	if v.AnyPort {
-		ms = append(ms, member{SetName(SetNamed, fam), entry{prefix: p}})
-	}
-	for _, port := range v.Ports {
-		for _, e := range portEntries(p, port) {
-			ms = append(ms, member{SetName(SetNamedPort, fam), e})
-		}
-	}
+	ms := answerMembers(a, v)
 	now := time.Now()
 	for _, m := range ms {
 		key := freshKey{m.set, m.e}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -51,13 +50,6 @@ func (s *sets) create(name, kind string, f Family) error {
 	return nil
 }
 
-// entry is one set member: a prefix, and for the port sets a protocol and port.
-type entry struct {
-	prefix netip.Prefix
-	proto  uint8 // unix.IPPROTO_TCP / IPPROTO_UDP, 0 for hash:net
-	port   uint16
-}
-
 func (s *sets) add(name string, e entry, timeout time.Duration) error {
 	to := uint32(timeout / time.Second)
 	ne := &netlink.IPSetEntry{
@@ -79,22 +71,6 @@ func (s *sets) add(name string, e entry, timeout time.Duration) error {
 	return nil
 }
 
-func (e entry) String() string {
-	if e.proto == 0 {
-		return e.prefix.String()
-	}
-	proto := "tcp"
-	if e.proto == unix.IPPROTO_UDP {
-		proto = "udp"
-	}
-	return fmt.Sprintf("%s,%s:%d", e.prefix, proto, e.port)
-}
-
-// portEntries expands a prefix with a port into its TCP and UDP members.
-func portEntries(p netip.Prefix, port uint16) []entry {
-	return []entry{{p, unix.IPPROTO_TCP, port}, {p, unix.IPPROTO_UDP, port}}
-}
-
 // size returns the number of members of a set.
 func (s *sets) size(name string) (int, error) {
 	s.mu.Lock()
@@ -107,28 +83,6 @@ func (s *sets) size(name string) (int, error) {
 		return int(r.NumEntries), nil
 	}
 	return len(r.Entries), nil
-}
-
-// staticEntries sorts the Config's prefixes into the sets they belong to.
-func staticEntries(cfg Config) map[string][]entry {
-	out := map[string][]entry{}
-	put := func(kindAny, kindPort string, ds []Destination) {
-		for _, d := range ds {
-			if !d.Prefix.IsValid() {
-				continue
-			}
-			p := d.Prefix.Masked()
-			f := familyOf(p.Addr())
-			if d.Port == 0 {
-				out[SetName(kindAny, f)] = append(out[SetName(kindAny, f)], entry{prefix: p})
-			} else {
-				out[SetName(kindPort, f)] = append(out[SetName(kindPort, f)], portEntries(p, d.Port)...)
-			}
-		}
-	}
-	put(SetAllow, SetAllowPort, cfg.Allow)
-	put(SetDeny, SetDenyPort, cfg.Deny)
-	return out
 }
 
 // loadSets makes every set exist and replaces its members with the Config's

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/devbox-dev/devbox/firewall"
+	"github.com/devbox-dev/devbox/internal/baseline"
 	"github.com/devbox-dev/devbox/internal/doctor"
 	"github.com/devbox-dev/devbox/internal/entrypoint"
 	"github.com/devbox-dev/devbox/internal/gateway"
@@ -35,15 +37,26 @@ The exit status is 1 when something that should be enforced is not.`,
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only what is not enforced (nothing when all is well): for a login banner"},
 		&cli.StringFlag{Name: "workspace", Usage: "the repository mounted in the container (default: the current directory)"},
 		&cli.StringFlag{Name: "status", Value: entrypoint.StatusPath, Usage: "the entrypoint's status `FILE`"},
-		&cli.StringFlag{Name: "policy", Value: layout.PolicyPath, Usage: "the policy `FILE` baked into the image"},
+		&cli.StringFlag{Name: "policy", Usage: "the policy `FILE` to check against (default: the policy in force, " + layout.AppliedPolicyPath + " once the entrypoint resolved it, else " + layout.PolicyPath + ")"},
 	},
 	Action: func(c *cli.Context) error {
 		ws := c.String("workspace")
 		if ws == "" {
 			ws, _ = os.Getwd()
 		}
+		policyPath := c.String("policy")
+		if policyPath == "" {
+			// The one lookup devbox run and the gateway use too. On error
+			// (a repository policy the entrypoint never recorded) the
+			// policy check below reads the missing record and fails.
+			var err error
+			if policyPath, err = baseline.AppliedPath(); err != nil {
+				fmt.Fprintf(c.App.ErrWriter, "devbox doctor: %v\n", err)
+				policyPath = layout.AppliedPolicyPath
+			}
+		}
 		var routes func(context.Context) ([]doctor.Route, error)
-		if p, err := policy.Load(c.String("policy")); err == nil && !p.Credentials.IsZero() {
+		if p, err := policy.Load(policyPath); err == nil && !p.Credentials.IsZero() {
 			routes = func(ctx context.Context) ([]doctor.Route, error) {
 				// --quiet (the login banner) reports only what is not
 				// enforced: no handshake with each upstream at every login.
@@ -68,7 +81,7 @@ The exit status is 1 when something that should be enforced is not.`,
 				return err
 			},
 			StatusPath: c.String("status"),
-			PolicyPath: c.String("policy"),
+			PolicyPath: policyPath,
 			Workspace:  ws,
 			DNSUID:     layout.DNSUID,
 			GateUID:    layout.GateUID,

@@ -11,7 +11,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/devbox-dev/devbox/firewall"
-	"github.com/devbox-dev/devbox/firewall/fwpolicy"
 	"github.com/devbox-dev/devbox/internal/baseline"
 	"github.com/devbox-dev/devbox/internal/entrypoint"
 	"github.com/devbox-dev/devbox/internal/fence"
@@ -50,6 +49,7 @@ hosts; without them it checks the DNS filter answers and refuses a name.`,
 		&cli.StringFlag{Name: "baseline", Value: layout.BaselinePath, Usage: "team baseline `FILE` the applied policy must lie within (when it exists)"},
 		&cli.StringFlag{Name: "repo-policy", Value: layout.RepoPolicyPath, Usage: "repository policy `FILE` mounted into a prebuilt image; applied instead of --policy when it exists and narrows the baseline"},
 		&cli.StringFlag{Name: "status", Value: entrypoint.StatusPath, Usage: "`FILE` recording whether the fence is up"},
+		&cli.StringFlag{Name: "applied-policy", Value: layout.AppliedPolicyPath, Usage: "`FILE` recording the policy the fence was resolved to, which devbox run, the gateway and devbox doctor read"},
 		&cli.StringFlag{Name: "user", Usage: "run CMD as `NAME` (default: the policy's image.user.name)"},
 		&cli.StringSliceFlag{Name: "verify-allowed", EnvVars: []string{"DEVBOX_VERIFY_ALLOWED"}, Usage: "`HOST:PORT` that must connect once fenced (repeatable)"},
 		&cli.StringSliceFlag{Name: "verify-denied", EnvVars: []string{"DEVBOX_VERIFY_DENIED"}, Usage: "`HOST:PORT` that must not connect once fenced (repeatable)"},
@@ -72,7 +72,15 @@ func runEntrypoint(c *cli.Context) error {
 	// A repository policy mounted into a prebuilt image is applied only
 	// when it narrows the image's baseline; otherwise perr makes the fence
 	// fail closed.
-	p, perr := baseline.Resolve(policyPath, c.String("baseline"), c.String("repo-policy"))
+	r, perr := baseline.Resolve(policyPath, c.String("baseline"), c.String("repo-policy"))
+	appliedPath := c.String("applied-policy")
+	if perr == nil {
+		// Recorded before the fence is up, so nothing reads a stale one;
+		// a failure to record fails closed like a policy that does not load.
+		perr = baseline.WriteApplied(appliedPath, r.Policy)
+	} else {
+		os.Remove(appliedPath)
+	}
 	var cfg firewall.Config
 	var gw *gateway.LaunchOptions
 	userName := c.String("user")
@@ -81,8 +89,9 @@ func runEntrypoint(c *cli.Context) error {
 		self = layout.BinaryPath
 	}
 	if perr == nil {
-		cfg = fwpolicy.Config(p)
-		gw = gatewayLaunch(p.Credentials, self, policyPath)
+		p := r.Policy
+		cfg = r.Fence()
+		gw = gatewayLaunch(p.Credentials, self, appliedPath)
 		if userName == "" {
 			userName = p.Image.User.Name
 		}
@@ -161,7 +170,7 @@ func handOverWorkspace(userName string, stderr io.Writer) {
 // fenceArgs is this command's flags without CMD: the child that installs
 // the fence.
 func fenceArgs(c *cli.Context) []string {
-	args := []string{"entrypoint", "--policy", c.String("policy"), "--baseline", c.String("baseline"), "--repo-policy", c.String("repo-policy"), "--status", c.String("status")}
+	args := []string{"entrypoint", "--policy", c.String("policy"), "--baseline", c.String("baseline"), "--repo-policy", c.String("repo-policy"), "--status", c.String("status"), "--applied-policy", c.String("applied-policy")}
 	if u := c.String("user"); u != "" {
 		args = append(args, "--user", u)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/devbox-dev/devbox/internal/baseline"
 	"github.com/devbox-dev/devbox/internal/gateway"
 	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
@@ -32,6 +33,16 @@ func gatewayLaunch(creds policy.Credentials, self, policyPath string) *gateway.L
 			Env:     env,
 		},
 	}
+}
+
+// loadPolicyInForce loads flag when given, else the policy in force in
+// this container (baseline.Applied: the one the entrypoint resolved, with
+// the repository's narrowing).
+func loadPolicyInForce(flag string) (*policy.Policy, error) {
+	if flag != "" {
+		return policy.Load(flag)
+	}
+	return baseline.Applied()
 }
 
 // policyGateway is the gateway launch for `firewall apply`: from the policy
@@ -63,7 +74,7 @@ run as root. It makes itself undumpable before reading any secret, reads
 secrets from the secrets directory on every request, and logs each request's
 route and the secret's fingerprint, never its value.`,
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "policy", Value: layout.PolicyPath, Usage: "policy `FILE` whose credentials section names the routes"},
+				&cli.StringFlag{Name: "policy", Usage: "policy `FILE` whose credentials section names the routes (default: the policy in force, " + layout.AppliedPolicyPath + ", which the entrypoint passes)"},
 				&cli.StringFlag{Name: "listen", Value: layout.GatewayAddr, Usage: "loopback `ADDR` to listen on"},
 				secretDirFlag,
 			},
@@ -74,7 +85,7 @@ route and the secret's fingerprint, never its value.`,
 				if os.Geteuid() == 0 {
 					return errors.New("gateway run: refusing to run as root: the fence starts it as " + layout.GatewayUser)
 				}
-				p, err := policy.Load(c.String("policy"))
+				p, err := loadPolicyInForce(c.String("policy"))
 				if err != nil {
 					return err
 				}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/devbox-dev/devbox/internal/baseline"
 	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 	"github.com/devbox-dev/devbox/internal/sandbox"
@@ -29,8 +30,9 @@ files, .claude/*, ...): any created or changed during the run is printed and
 devbox exits non-zero (1, or the command's own non-zero status) unless
 --accept-new-paths is given. Otherwise the command's exit status is devbox's.
 
-The policy is --policy, else ` + layout.PolicyPath + ` (inside a devbox container: the
-policy the fence enforces), else ./.devcontainer/` + policy.DefaultFileName + ` or
+The policy is --policy, else the policy in force inside a devbox container
+(` + layout.AppliedPolicyPath + `, which the entrypoint records: the repository's own
+policy when one is mounted and narrows the image's baseline; else ` + layout.PolicyPath + `), else ./.devcontainer/` + policy.DefaultFileName + ` or
 ./` + policy.DefaultFileName + ` (the first that exists, as for every command), else the defaults.`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "policy", Usage: "policy file (see above for the default)"},
@@ -106,6 +108,11 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
+	if c.String("policy") == "" {
+		if err := withinCeiling(cfg, spec); err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+	}
 	if c.Bool("explain") {
 		fmt.Fprintln(c.App.Writer, bwrap+" "+shellJoin(sandbox.Args(spec)))
 		for _, m := range spec.Mounts {
@@ -154,13 +161,15 @@ func runAction(c *cli.Context) error {
 }
 
 // runPolicy loads the policy `devbox run` applies: inside a devbox
-// container the baked one, which the fence enforces and the agent cannot
-// edit; else the repository's (policy.Find); else the defaults.
+// container the one in force (baseline.Applied: what the entrypoint
+// resolved and fenced with, a mounted repository policy's narrowing
+// included), which the agent cannot edit; else the repository's
+// (policy.Find); else the defaults.
 func runPolicy(flag string) (*policy.Policy, error) {
 	if flag != "" {
 		return policy.Load(flag)
 	}
-	pol, err := policy.Load(layout.PolicyPath)
+	pol, err := baseline.Applied()
 	if !errors.Is(err, policy.ErrNoPolicy) {
 		return pol, err
 	}
@@ -172,6 +181,30 @@ func runPolicy(flag string) (*policy.Policy, error) {
 		return nil, err
 	}
 	return policy.Load(path)
+}
+
+// withinCeiling repeats the baseline check on what this run resolves: the
+// plan of the policy in force against the plan of its ceiling (the
+// image's baseline, else the baked policy) for the same workspace, home
+// and command. A writable path reached through a symbolic link made since
+// the check, or a deny a deeper writable bind undoes, is refused here.
+func withinCeiling(cfg sandbox.Config, spec sandbox.Spec) error {
+	ceil, err := baseline.Ceiling()
+	if err != nil || ceil == nil {
+		return err
+	}
+	cc := cfg
+	cc.AllowWrite = append([]string(nil), ceil.Sandbox.AllowWrite...)
+	cc.DenyRead = append([]string(nil), ceil.Sandbox.DenyRead...)
+	cc.DenyWrite = append([]string(nil), ceil.Sandbox.DenyWrite...)
+	cspec, err := sandbox.Plan(cc, sandbox.OSFS{})
+	if err != nil {
+		return fmt.Errorf("the baseline's sandbox: %w", err)
+	}
+	if err := sandbox.Narrows(spec, cspec); err != nil {
+		return fmt.Errorf("the policy in force is wider than the image's baseline once its paths are resolved: %w", err)
+	}
+	return nil
 }
 
 // shellJoin quotes args for a shell, for --explain.

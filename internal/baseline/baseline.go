@@ -13,7 +13,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/devbox-dev/devbox/firewall/fwpolicy"
 	"github.com/devbox-dev/devbox/internal/policy"
+	"github.com/devbox-dev/devbox/internal/sandbox"
 )
 
 // Violation is one way a repository policy exceeds its baseline: where in
@@ -58,9 +60,14 @@ func (vs *Violations) Error() string {
 //     allow entry (policy.Destination.Covers: name or wildcard containment,
 //     CIDR containment, the same port or a baseline entry for any port);
 //   - every baseline deny is covered by a repository deny (it stays);
-//   - sandbox.denyRead and sandbox.denyWrite keep every baseline entry (or
-//     a parent directory of it); sandbox.allowWrite entries lie within a
-//     baseline allowWrite entry; a baseline's enabled sandbox stays enabled;
+//   - sandbox.denyRead and sandbox.denyWrite keep every baseline entry: the
+//     same entry, or (both relative to the workspace) a directory above it
+//     with no writable root between (see keeps: the sandbox's deeper
+//     binds win);
+//     sandbox.allowWrite entries lie within a baseline allowWrite entry,
+//     and a pattern only as one of the baseline's own; a baseline's
+//     enabled sandbox stays enabled. `devbox run` checks again on the
+//     resolved plans (symbolic links followed, globs expanded);
 //   - agent.claudeCode is the baseline's version;
 //   - network.quic stays off when the baseline's is off;
 //   - network.dns.upstream only names the baseline's resolvers, a baseline
@@ -69,8 +76,16 @@ func (vs *Violations) Error() string {
 //   - credentials are the baseline's routes or a subset of them: the same
 //     secret on the same host (an http route's header and value too), git
 //     repos among the baseline route's, push only where the baseline
-//     pushes; and a baseline route stays while the repository still allows
-//     its host, so no other identity can be used there (see credentials).
+//     pushes. A route may be dropped: its host stays protected in the
+//     fence (FenceConfig), so the repository may not deny it by name;
+//   - then, on what is enforced: both fences are compiled with the
+//     firewall's own code (fwpolicy.Config, and FenceConfig for the
+//     repository), and no packet — the agent's uid or the gateway's, TCP
+//     or UDP, to any address of the check's DNS world (every name's own
+//     address, one address all names share, an address in every range), on
+//     any port either policy names or 22, 80, 443, 8443, with any SNI/Host
+//     the gate can see — passes the repository's rules and not the
+//     baseline's (Widens, firewall.Model).
 func Check(base *policy.Policy, baseName string, repo *policy.Explanation) error {
 	c := checker{repo: repo}
 	b := base
@@ -137,17 +152,24 @@ func Check(base *policy.Policy, baseName string, repo *policy.Explanation) error
 	if b.Sandbox.Enabled && !p.Sandbox.Enabled {
 		c.add("sandbox.enabled", "the baseline enables the sandbox; the repository cannot turn it off", "sandbox.enabled true")
 	}
+	writable := slices.Concat(p.Sandbox.AllowWrite, sandbox.ToolchainCaches, []string{"/tmp"})
 	for _, d := range b.Sandbox.DenyRead {
-		if !slices.ContainsFunc(p.Sandbox.DenyRead, func(r string) bool { return within(d, r) }) {
+		if !slices.ContainsFunc(p.Sandbox.DenyRead, func(r string) bool { return keeps(d, r, writable) }) {
 			c.add("sandbox.denyRead", fmt.Sprintf("the baseline's %q is missing: denyRead can only add entries", d), fmt.Sprintf("sandbox.denyRead %q", d))
 		}
 	}
 	for _, d := range b.Sandbox.DenyWrite {
-		if !slices.ContainsFunc(p.Sandbox.DenyWrite, func(r string) bool { return within(d, r) }) {
+		if !slices.ContainsFunc(p.Sandbox.DenyWrite, func(r string) bool { return keeps(d, r, writable) }) {
 			c.add("sandbox.denyWrite", fmt.Sprintf("the baseline's %q is missing: denyWrite can only add entries", d), fmt.Sprintf("sandbox.denyWrite %q", d))
 		}
 	}
 	for _, w := range p.Sandbox.AllowWrite {
+		if isGlob(w) && !slices.Contains(b.Sandbox.AllowWrite, w) {
+			// devbox run expands it to whatever exists then, symbolic
+			// links included.
+			c.add(c.repo.ElementPath("sandbox.allowWrite", w), fmt.Sprintf("%q is a pattern: a writable pattern must be one of the baseline's own", w), "sandbox.allowWrite "+quoteList(b.Sandbox.AllowWrite))
+			continue
+		}
 		if slices.ContainsFunc(b.Sandbox.AllowWrite, func(bw string) bool { return within(w, bw) }) {
 			continue
 		}
@@ -155,6 +177,15 @@ func Check(base *policy.Policy, baseName string, repo *policy.Explanation) error
 		c.add(c.repo.ElementPath("sandbox.allowWrite", w), fmt.Sprintf("%q is not within the baseline's writable paths", w), ref)
 	}
 	c.credentials(b, p)
+	if len(c.list) == 0 {
+		// The entries lie within the baseline's; now what is enforced.
+		switch w, err := Widens(fwpolicy.Config(b), FenceConfig(b, p), nil); {
+		case err != nil:
+			c.add("network", "the two fences could not be compared: "+err.Error(), "")
+		case w != nil:
+			c.add("network", "the compiled fences differ: "+w.String(), "")
+		}
+	}
 	if len(c.list) == 0 {
 		return nil
 	}
@@ -189,6 +220,41 @@ func within(p, q string) bool {
 		return strings.HasPrefix(p, "/")
 	}
 	return strings.HasPrefix(p, q+"/") && path.Clean(p) == p
+}
+
+func isGlob(p string) bool { return strings.ContainsAny(p, "*?[") }
+
+// keeps reports whether the repository's deny r keeps the baseline's deny
+// d in the sandbox's mount order: r is d, or a directory above d when both
+// are relative to the workspace, with no writable root between them. The
+// sandbox's deeper binds win: a "/" or any absolute directory (or one
+// under ~) above d is undone by the workspace's bind when the workspace
+// lies between, and where the workspace is is known only when devbox run
+// starts, which checks the resolved plans again (sandbox.Narrows).
+func keeps(d, r string, writable []string) bool {
+	if d == r {
+		return true
+	}
+	if anchor(d) != "workspace" || anchor(r) != "workspace" || !within(d, r) {
+		return false
+	}
+	for _, w := range writable {
+		if w != r && anchor(w) == "workspace" && within(w, r) && (within(d, w) || d == w) {
+			return false
+		}
+	}
+	return true
+}
+
+// anchor says what a sandbox path is relative to.
+func anchor(p string) string {
+	switch {
+	case p == "~" || strings.HasPrefix(p, "~/"):
+		return "home"
+	case strings.HasPrefix(p, "/"):
+		return "root"
+	}
+	return "workspace"
 }
 
 // nearest picks the baseline allow entry that an uncovered entry d comes

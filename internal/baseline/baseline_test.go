@@ -82,8 +82,6 @@ func TestHostileCases(t *testing.T) {
 		{"git secret", `"secret": "corp-git"`, `"secret": "corp-api"`, `uses the secret "corp-git"`, "credentials.git[0].secret", `credentials.git[0] "code.dev.corp.test"`},
 		{"anthropic added", `"credentials": {`, `"credentials": {"anthropic": {"secret": "corp-api", "host": "pkg.example.test"},`, "no anthropic route", "credentials.anthropic", "credentials (no anthropic route)"},
 		{"protect dropped", `"protect": ["api.code.dev.corp.test"]`, `"protect": []`, `"api.code.dev.corp.test" is protected by the baseline's route`, "credentials.git[0].protect", `credentials.git[0] "code.dev.corp.test" protect`},
-		{"route dropped, host still allowed", `"http": [{"host": "hooks.dev.corp.test", "header": "Authorization", "value": "Bearer ${secret}", "secret": "corp-api"}],`, ``,
-			"keeps that route", "credentials", `credentials.http[0] "hooks.dev.corp.test"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := string(narrow)

@@ -13,9 +13,8 @@ import (
 // point credentials.http at another host the baseline allows and receive
 // the GitHub token there. So every repository route is a baseline route
 // (same host, same secret) or a narrower one (fewer git repos, no push).
-// A route may be dropped only with its host: while the repository still
-// allows the host, the baseline's route stays, or any identity (an
-// attacker's key) could be used on it again.
+// A route may be dropped: its host stays protected all the same (see
+// FenceConfig), reachable by the gateway's uid only, on every port.
 func (c *checker) credentials(b, p *policy.Policy) {
 	bc, pc := b.Credentials, p.Credentials
 
@@ -75,13 +74,17 @@ func (c *checker) credentials(b, p *policy.Policy) {
 		c.protect(at, h.Protect, bh.Protect, ref)
 	}
 
-	// Routes the repository dropped while it still allows their host.
-	kept := pc.Hosts()
-	for _, r := range baselineRoutes(bc) {
-		if slices.Contains(kept, r.host) || !c.allows(r.host) {
-			continue
+	// A route the repository drops keeps its host protected (see
+	// FenceConfig): that needs the DNS filter to answer the host, so the
+	// repository may not deny it by name.
+	for _, h := range carriedDenied(b, p) {
+		ref := ""
+		for _, r := range baselineRoutes(bc) {
+			if r.host == h && ref == "" {
+				ref = r.ref
+			}
 		}
-		c.add("credentials", fmt.Sprintf("the baseline binds %s to the secret %q; a repository that allows %s keeps that route (without it any identity could be used there)", r.host, r.secret, r.host), r.ref)
+		c.add("network.deny", fmt.Sprintf("%s is a host the baseline binds to a credential: it stays reachable by the credential gateway only, which needs its name answered; leave it out of network.allow instead of denying it", h), ref)
 	}
 }
 
@@ -93,13 +96,6 @@ func (c *checker) protect(at string, got, want []string, ref string) {
 			c.add(at+".protect", fmt.Sprintf("%q is protected by the baseline's route; the repository's route must keep it in protect (or any identity could be used there)", h), ref+" protect")
 		}
 	}
-}
-
-// allows reports whether the repository's fence lets anything reach host on
-// port 443, where the gateway reaches it.
-func (c *checker) allows(host string) bool {
-	d := policy.Destination{Kind: policy.Host, Name: host, Port: 443}
-	return slices.ContainsFunc(c.repo.Allowed, func(a policy.AllowedEntry) bool { return a.Destination.Covers(d) })
 }
 
 type baselineRoute struct{ host, secret, ref string }

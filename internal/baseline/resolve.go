@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/devbox-dev/devbox/firewall"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
@@ -56,7 +57,12 @@ func FromLabel(value, digest string) (*policy.Policy, error) {
 //     the baked policy;
 //   - without a repository policy, the baked policy is applied, and it too
 //     must lie within the baseline when there is one.
-func Resolve(policyPath, baselinePath, repoPath string) (*policy.Policy, error) {
+//
+// The fence is Resolved.Fence (the ceiling's credential hosts stay
+// protected); the entrypoint records Resolved.Policy with WriteApplied, and
+// `devbox run`, the credential gateway and `devbox doctor` read it back
+// with Applied, so the repository's narrowing applies to all of them.
+func Resolve(policyPath, baselinePath, repoPath string) (*Resolved, error) {
 	baked, err := policy.Load(policyPath)
 	if err != nil {
 		return nil, err
@@ -83,5 +89,17 @@ func Resolve(policyPath, baselinePath, repoPath string) (*policy.Policy, error) 
 	if err := Check(ceiling, ceilingName, ex); err != nil {
 		return nil, fmt.Errorf("%s widens %s; the fence is not applied:\n%w", path, ceilingName, err)
 	}
-	return ex.Policy, nil
+	return &Resolved{Policy: ex.Policy, Ceiling: ceiling}, nil
 }
+
+// Resolved is the outcome of Resolve.
+type Resolved struct {
+	// Policy is the policy in force: the repository's, or the baked one.
+	Policy *policy.Policy
+	// Ceiling is what it was checked against: the baseline, else the
+	// baked policy.
+	Ceiling *policy.Policy
+}
+
+// Fence is the firewall Config the entrypoint applies (FenceConfig).
+func (r *Resolved) Fence() firewall.Config { return FenceConfig(r.Ceiling, r.Policy) }

@@ -38,14 +38,14 @@ func TestResolve(t *testing.T) {
 	baseline := write("baseline.json", norm)
 	missing := filepath.Join(dir, "none")
 
-	p, err := Resolve(baked, baseline, missing)
-	if err != nil || p.Path != baked {
-		t.Fatalf("no repository policy: got %v, %v; want the baked policy", p, err)
+	r, err := Resolve(baked, baseline, missing)
+	if err != nil || r.Policy.Path != baked {
+		t.Fatalf("no repository policy: got %v, %v; want the baked policy", r, err)
 	}
 	repo := write("repo.jsonc", read("narrow.jsonc"))
-	p, err = Resolve(baked, baseline, repo)
-	if err != nil || p.Path != repo {
-		t.Fatalf("a narrowing repository policy: got %v, %v; want it applied", p, err)
+	r, err = Resolve(baked, baseline, repo)
+	if err != nil || r.Policy.Path != repo {
+		t.Fatalf("a narrowing repository policy: got %v, %v; want it applied", r, err)
 	}
 	for _, hostile := range []string{"hostile.jsonc"} {
 		repo := write("repo.jsonc", read(hostile))
@@ -85,5 +85,46 @@ func TestFromLabel(t *testing.T) {
 	}
 	if _, err := FromLabel(strings.Replace(string(norm), "2.1.332", "2.1.333", 1), Digest(norm)); err == nil {
 		t.Fatal("a label that does not match its digest was accepted")
+	}
+}
+
+// TestApplied: the one lookup `devbox run`, the gateway and doctor use.
+// The policy the entrypoint recorded wins over the baked one; a mounted
+// repository policy without a record is an error (its narrowing would be
+// lost), never a silent fall back to the baked policy.
+func TestApplied(t *testing.T) {
+	dir := t.TempDir()
+	baked := filepath.Join(dir, "policy.json")
+	repo := filepath.Join(dir, "repo.policy.jsonc")
+	rec := filepath.Join(dir, "run", "policy.json")
+	base, err := Load(filepath.Join("testdata", "baseline.jsonc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	norm, _ := base.Normalize()
+	os.WriteFile(baked, norm, 0o644)
+	p, err := applied(rec, repo, baked)
+	if err != nil || len(p.Credentials.Git[0].Repos) != 2 {
+		t.Fatalf("no record, no repository policy: %v, %v; want the baked policy", p, err)
+	}
+	narrow, _ := os.ReadFile(filepath.Join("testdata", "narrow.jsonc"))
+	os.WriteFile(repo, narrow, 0o644)
+	if _, err := applied(rec, repo, baked); err == nil || !strings.Contains(err.Error(), "has not recorded") {
+		t.Fatalf("a repository policy without a record: %v; want an error", err)
+	}
+	r, err := Resolve(baked, filepath.Join(dir, "none"), repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteApplied(rec, r.Policy); err != nil {
+		t.Fatal(err)
+	}
+	p, err = applied(rec, repo, baked)
+	if err != nil || len(p.Credentials.Git[0].Repos) != 1 || len(p.Sandbox.AllowWrite) != 1 {
+		t.Fatalf("recorded: %+v, %v; want the repository's narrowed routes and sandbox", p, err)
+	}
+	os.Chmod(rec, 0o666)
+	if _, err := applied(rec, repo, baked); err == nil {
+		t.Fatal("a record others may write was accepted")
 	}
 }

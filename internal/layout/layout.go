@@ -30,6 +30,12 @@ const (
 	RunDir = "/run/devbox"
 	// StatusPath is where the entrypoint records whether the fence is up.
 	StatusPath = RunDir + "/status"
+	// AppliedPolicyPath is where the entrypoint records the policy it
+	// resolved and fenced with (the repository's, when one is mounted and
+	// narrows the baseline): `devbox run`, the credential gateway and
+	// `devbox doctor` read it (baseline.Applied), so they apply the same
+	// narrowing as the fence.
+	AppliedPolicyPath = RunDir + "/policy.json"
 	// SecretsDir is where credentials live, readable by root and the
 	// gateway's account only. DEVBOX_SECRETS_DIR overrides it.
 	SecretsDir = "/var/lib/devbox/secrets"

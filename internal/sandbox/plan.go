@@ -399,8 +399,10 @@ func (pl *planner) readOnlyMounts(prots []prot) ([]Mount, error) {
 		m := Mount{Op: ReadOnly, Path: real}
 		if pl.missing[real] {
 			// Below another protected path that exists, creating it is
-			// already impossible, and so is creating a placeholder there.
-			if c := pl.coveredBy(real, existing(pl.protected, pl.missing)); c != "" && c != real {
+			// already impossible, and so is creating a placeholder there —
+			// unless a writable root lies between (a denyWrite of "/" does
+			// not keep what the workspace's bind, deeper, makes writable).
+			if c := pl.coveredBy(real, existing(pl.protected, pl.missing)); c != "" && c != real && under(c, pl.writableRoot(real)) {
 				continue
 			}
 			m.Placeholder = pl.protected[real]
