@@ -65,7 +65,7 @@ secrets from the secrets directory on every request, and logs each request's
 route and the secret's fingerprint, never its value.`,
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "policy", Value: layout.PolicyPath, Usage: "policy `FILE` whose credentials section names the routes"},
-				&cli.StringFlag{Name: "listen", Value: layout.GatewayAddr, Usage: "loopback `ADDR` to listen on"},
+				&cli.StringFlag{Name: "listen", Value: layout.GatewayAddr, Usage: "loopback `ADDR` of the socket the fence hands over (it never binds one itself)"},
 				secretDirFlag,
 			},
 			Action: func(c *cli.Context) error {
@@ -86,7 +86,8 @@ route and the secret's fingerprint, never its value.`,
 				if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
 					return fmt.Errorf("gateway run: --listen %q: want a loopback address and port", c.String("listen"))
 				}
-				ln, err := net.Listen("tcp", c.String("listen"))
+				// Root made the socket and handed it over (gateway.Start).
+				ln, err := gateway.Listener(c.String("listen"))
 				if err != nil {
 					return fmt.Errorf("gateway run: %w", err)
 				}

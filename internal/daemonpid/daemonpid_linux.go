@@ -1,9 +1,11 @@
 //go:build linux
 
 // Package daemonpid starts and stops devbox's detached daemons (the DNS
-// filter, the name gate, the credential gateway), and keeps their pidfiles:
-// a pid together with the process's start time, so that a stale file never
-// names another process.
+// filter, the name gate, the credential gateway), makes the sockets they
+// serve on, and keeps their pidfiles: a pid together with the process's
+// start time, its uid and the inodes of its sockets, so that a stale or
+// foreign file never names another process and a port someone else took
+// is never counted as the daemon's.
 //
 // The pidfiles live in layout.RunDir, which Docker keeps across a container
 // restart, while pids start again from 1 in the new PID namespace: the
@@ -13,44 +15,116 @@
 package daemonpid
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// Write records pid and its start time in path.
-func Write(path string, pid int) error {
-	start, err := StartTime("/proc", pid)
+// Record is what a pidfile holds.
+type Record struct {
+	PID int `json:"pid"`
+	// Start is the process's start time in clock ticks since boot.
+	Start uint64 `json:"start"`
+	// UID is the uid it was started as: a process at PID running as
+	// another uid is not the daemon.
+	UID int `json:"uid"`
+	// Sockets are the sockets root made and handed to it (Listen).
+	Sockets []Socket `json:"sockets,omitempty"`
+	// Notes say which sockets were left out and why (IPv6 off).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Write records r, with r.PID's start time, in path: root's file (0644,
+// mode and owner checked by Load), written atomically.
+func Write(path string, r Record) error {
+	start, err := StartTime("/proc", r.PID)
 	if err != nil {
-		return fmt.Errorf("pid %d: %w", pid, err)
+		return fmt.Errorf("pid %d: %w", r.PID, err)
 	}
-	return os.WriteFile(path, []byte(fmt.Sprintf("%d %d\n", pid, start)), 0o644)
+	r.Start = start
+	raw, _ := json.Marshal(r)
+	tmp := path + ".tmp"
+	os.Remove(tmp)
+	if err := os.WriteFile(tmp, append(raw, '\n'), 0o644); err != nil {
+		return err
+	}
+	// WriteFile keeps the mode of a file that exists; the umask may
+	// narrow a new one. Either way, exactly 0644.
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// trustedOwner is the uid a pidfile must belong to: root, which starts
+// every daemon. Tests that run unprivileged replace it.
+var trustedOwner = 0
+
+// Load reads the record in path, and refuses a file that root did not
+// write alone: owned by another uid, or writable by group or others. A
+// record whose pid runs something else is no error here; Alive says.
+func Load(path string) (Record, error) {
+	var r Record
+	f, err := os.Open(path)
+	if err != nil {
+		return r, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return r, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) != trustedOwner || fi.Mode().Perm()&0o022 != 0 || !fi.Mode().IsRegular() {
+		return r, fmt.Errorf("%s: not trusted: owner uid %d, mode %v (want a regular file of uid %d, writable by it alone)", path, st.Uid, fi.Mode(), trustedOwner)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(raw, &r); err != nil || r.PID <= 0 {
+		return Record{}, fmt.Errorf("%s: not a devbox pidfile", path)
+	}
+	return r, nil
+}
+
+// Alive reports whether r's process, under proc (normally /proc), is the
+// one recorded: alive, not a zombie, started when the record says and
+// running as its uid. The error says which of these does not hold.
+func (r Record) Alive(proc string) error {
+	got, err := StartTime(proc, r.PID)
+	if err != nil {
+		return fmt.Errorf("pid %d is not running: %w", r.PID, err)
+	}
+	if got != r.Start {
+		return fmt.Errorf("pid %d is another process (started at tick %d, the daemon at %d)", r.PID, got, r.Start)
+	}
+	uid, err := procUID(proc, r.PID)
+	if err != nil {
+		return fmt.Errorf("pid %d: %w", r.PID, err)
+	}
+	if uid != r.UID {
+		return fmt.Errorf("pid %d runs as uid %d, not the daemon's uid %d", r.PID, uid, r.UID)
+	}
+	return nil
 }
 
 // Read returns the pid in path and whether that process, under proc
-// (normally /proc), is the one recorded: alive and started when the file
-// says.
+// (normally /proc), is the one recorded (Load, then Alive).
 func Read(path, proc string) (int, bool) {
-	raw, err := os.ReadFile(path)
+	r, err := Load(path)
 	if err != nil {
 		return 0, false
 	}
-	var pid int
-	var start uint64
-	if n, _ := fmt.Sscanf(string(raw), "%d %d", &pid, &start); n != 2 || pid <= 0 {
-		return 0, false
-	}
-	got, err := StartTime(proc, pid)
-	if err != nil || got != start {
-		return pid, false
-	}
-	return pid, true
+	return r.PID, r.Alive(proc) == nil
 }
 
 // Stop stops the process recorded in path, if it runs: SIGTERM, two
@@ -97,4 +171,25 @@ func StartTime(proc string, pid int) (uint64, error) {
 		return 0, fmt.Errorf("pid %d is a zombie", pid)
 	}
 	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// procUID returns the real uid in PROC/PID/status, failing when the
+// effective uid differs (a daemon never changes uid once started).
+func procUID(proc string, pid int) (int, error) {
+	raw, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(raw), "\n") {
+		v, ok := strings.CutPrefix(l, "Uid:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) < 2 || f[0] != f[1] {
+			return 0, fmt.Errorf("status: Uid line %q", l)
+		}
+		return strconv.Atoi(f[0])
+	}
+	return 0, errors.New("status: no Uid line")
 }

@@ -31,6 +31,12 @@ type Spec struct {
 	Output *os.File
 	// PIDFile is where Start records it (see Write).
 	PIDFile string
+	// Listeners are the sockets it serves on, made by Listen before the
+	// daemon it replaces was stopped. Start hands them over at descriptors
+	// 3, 4, … (ListenEnv says which is which), closes its own copies and
+	// records them in PIDFile; readiness then also needs every one of them
+	// to be the only socket at its address (Check).
+	Listeners *Listeners
 	// Ready reports whether the process pid answers; Start calls it every
 	// Poll until it returns nil, the process exits, or Wait passes.
 	Ready func(ctx context.Context, pid int) error
@@ -55,6 +61,19 @@ func Start(ctx context.Context, s Spec) (int, error) {
 	}
 	cmd := exec.Command(s.Argv[0], s.Argv[1:]...)
 	cmd.Env = s.Env
+	rec := Record{UID: s.UID}
+	if s.UID < 0 {
+		rec.UID = os.Geteuid()
+	}
+	if s.Listeners != nil {
+		defer s.Listeners.Close()
+		cmd.ExtraFiles = s.Listeners.files
+		cmd.Env = append(append([]string(nil), s.Env...), s.Listeners.env(3))
+		rec.Sockets, rec.Notes = s.Listeners.Sockets, s.Listeners.Notes
+		for _, n := range rec.Notes {
+			fmt.Fprintln(s.Output, n)
+		}
+	}
 	cmd.Dir = s.Dir
 	cmd.Stdout, cmd.Stderr = s.Output, s.Output
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -65,7 +84,11 @@ func Start(ctx context.Context, s Spec) (int, error) {
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start %s %q: %w", s.Name, s.Argv[0], err)
 	}
+	// The daemon holds the sockets now: with root's copies closed, a
+	// socket outlives the daemon only as long as the daemon itself.
+	s.Listeners.Close()
 	pid := cmd.Process.Pid
+	rec.PID = pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	died := func(werr error) error {
@@ -75,7 +98,7 @@ func Start(ctx context.Context, s Spec) (int, error) {
 		}
 		return fmt.Errorf("%s exited (%v): %s", s.Name, werr, tail)
 	}
-	if err := Write(s.PIDFile, pid); err != nil {
+	if err := Write(s.PIDFile, rec); err != nil {
 		// Most often it has exited already (a bad config): say that.
 		select {
 		case werr := <-exited:
@@ -88,6 +111,10 @@ func Start(ctx context.Context, s Spec) (int, error) {
 	deadline := time.Now().Add(s.Wait)
 	for {
 		err := s.Ready(ctx, pid)
+		if err == nil {
+			// It answers; but from its own sockets?
+			err = rec.owns(s.Name)
+		}
 		if err == nil {
 			return pid, nil
 		}

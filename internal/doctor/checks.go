@@ -124,7 +124,24 @@ func (c *checker) dnsFilter() {
 			"the DNS filter (uid %d) is not running: no name resolves, so egress by name is denied (fail closed, not open)", c.o.DNSUID)
 		return
 	}
-	c.add("dns filter", OK, "", "running as uid %d (pid %v); all DNS is redirected to it", c.o.DNSUID, pids)
+	if c.owns("dns filter") {
+		c.add("dns filter", OK, "", "running as uid %d (pid %v); all DNS is redirected to it", c.o.DNSUID, pids)
+	}
+}
+
+// owns reports whether the daemon of check serves from its own sockets,
+// adding a failure when it does not: a process that answers on its port
+// in its place is not it.
+func (c *checker) owns(check string) bool {
+	if c.o.Owns == nil {
+		return true
+	}
+	if err := c.o.Owns(check); err != nil {
+		c.add(check, Fail, "restart the container: the entrypoint makes the daemon's sockets again, and fails closed while another process holds its port",
+			"not proven to serve from its own sockets: %v", err)
+		return false
+	}
+	return true
 }
 
 // gate checks the name gate: without it TCP to allowed names' addresses
@@ -148,7 +165,9 @@ func (c *checker) gate(ctx context.Context) {
 		}
 		detail += "; " + h
 	}
-	c.add("name gate", OK, "", "%s", detail)
+	if c.owns("name gate") {
+		c.add("name gate", OK, "", "%s", detail)
+	}
 }
 
 func (c *checker) self() (entrypoint.ProcStatus, bool) {
@@ -457,6 +476,9 @@ func (c *checker) credentials(ctx context.Context) {
 	if err != nil {
 		c.add("credential gateway", Fail, "restart the container: the entrypoint starts the gateway again",
 			"the credential gateway does not answer: %v; requests to the protected hosts fail (closed, not open)", err)
+		return
+	}
+	if !c.owns("credential gateway") {
 		return
 	}
 	for _, r := range routes {

@@ -1,0 +1,321 @@
+//go:build linux
+
+package daemonpid
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/devbox-dev/devbox/internal/devboxtest"
+)
+
+const helperEnv = "DEVBOX_DAEMONPID_HELPER"
+
+// helper runs one of the test's other processes:
+//   - "bind NET/ADDR…": the agent; it binds each address with
+//     SO_REUSEADDR and SO_REUSEPORT (its best chance to share a port) and
+//     prints "ok" or the error per address; it keeps what it got until
+//     its stdin closes.
+//   - "daemon": a daemon; it takes its sockets (Inherit), answers each
+//     TCP connection with its pid, and on SIGUSR1 closes its sockets but
+//     stays alive, as a daemon whose listener broke would.
+func helper(name string, args []string) int {
+	switch name {
+	case "bind":
+		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+			return c.Control(func(fd uintptr) {
+				unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+				unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+			})
+		}}
+		var held []io.Closer
+		for _, a := range args {
+			network, addr, _ := strings.Cut(a, "/")
+			var c io.Closer
+			var err error
+			if network == "udp" {
+				c, err = lc.ListenPacket(context.Background(), "udp", addr)
+			} else {
+				c, err = lc.Listen(context.Background(), "tcp", addr)
+			}
+			if err != nil {
+				fmt.Println(a, err)
+				continue
+			}
+			held = append(held, c)
+			fmt.Println(a, "ok")
+		}
+		fmt.Println("done")
+		io.Copy(io.Discard, os.Stdin)
+		return 0
+	case "daemon":
+		in, err := Inherit("test daemon")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		for _, l := range in.TCP {
+			go func() {
+				for {
+					c, err := l.Accept()
+					if err != nil {
+						return
+					}
+					fmt.Fprintf(c, "%d\n", os.Getpid())
+					c.Close()
+				}
+			}()
+		}
+		usr1 := make(chan os.Signal, 1)
+		signal.Notify(usr1, syscall.SIGUSR1)
+		<-usr1
+		in.Close()
+		select {}
+	}
+	fmt.Fprintln(os.Stderr, "unknown helper", name)
+	return 2
+}
+
+// copyBinary copies the test binary where other uids can run it.
+func copyBinary(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// t.TempDir's parent is 0700: a directory of its own, open to all.
+	dir, err := os.MkdirTemp("", "daemonpid-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "daemonpid.test")
+	if err := os.WriteFile(bin, raw, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// agent is uid 1000 binding addrs; it returns one line per address and
+// a func that releases what it holds.
+func agent(t *testing.T, bin string, addrs []Addr) (map[string]string, func()) {
+	t.Helper()
+	var args []string
+	for _, a := range addrs {
+		args = append(args, a.Net+"/"+a.Addr.String())
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = []string{helperEnv + "=bind"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}}
+	stdin, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	release := func() { stdin.Close(); cmd.Wait() }
+	t.Cleanup(release)
+	got := map[string]string{}
+	buf := make([]byte, 0, 4096)
+	for !strings.HasSuffix(string(buf), "done\n") {
+		b := make([]byte, 1024)
+		n, err := out.Read(b)
+		buf = append(buf, b[:n]...)
+		if err != nil {
+			t.Fatalf("agent: %v: %s", err, buf)
+		}
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(string(buf), "done\n"), "\n") {
+		if k, v, ok := strings.Cut(l, " "); ok {
+			got[k] = v
+		}
+	}
+	return got, release
+}
+
+// freePort is a port free on both loopback addresses, TCP and UDP.
+func freePort(t *testing.T) uint16 {
+	t.Helper()
+	for i := 0; i < 50; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		ls, err := Listen("probe", addrsAt(uint16(port)))
+		if err == nil {
+			ls.Close()
+			return uint16(port)
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+func addrsAt(port uint16) []Addr {
+	var out []Addr
+	for _, h := range []string{"127.0.0.1", "::1"} {
+		ap := netip.AddrPortFrom(netip.MustParseAddr(h), port)
+		out = append(out, Addr{"tcp", ap}, Addr{"udp", ap})
+	}
+	return out
+}
+
+// TestListen_AgentNeverGetsThePort: root's sockets keep the agent's uid off
+// a daemon's port on both families, for TCP and UDP, before the daemon
+// starts, while it runs, and while root binds its successor; when the
+// daemon loses its sockets the agent may bind, and then Check names the
+// port and the agent's uid, and a new Listen fails the same way.
+func TestListen_AgentNeverGetsThePort(t *testing.T) {
+	devboxtest.RequireRoot(t)
+	trustedOwner = 0
+	defer func() { trustedOwner = os.Geteuid() }()
+	bin := copyBinary(t)
+	port := freePort(t)
+	addrs := addrsAt(port)
+
+	ls, err := Listen("test daemon", addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls.Sockets) != 4 || len(ls.Notes) != 0 {
+		t.Fatalf("Listen made %+v, notes %q; want 4 sockets", ls.Sockets, ls.Notes)
+	}
+	mustRefuse := func(when string) {
+		t.Helper()
+		got, release := agent(t, bin, addrs)
+		defer release()
+		for _, a := range addrs {
+			k := a.Net + "/" + a.Addr.String()
+			if !strings.Contains(got[k], "address already in use") {
+				t.Errorf("%s: the agent's bind of %s: %q, want address already in use", when, k, got[k])
+			}
+		}
+	}
+	mustRefuse("before the daemon starts")
+
+	// Root binds the successor while the first set still holds the port.
+	next, err := Listen("test daemon", addrs)
+	if err != nil {
+		t.Fatalf("root's second Listen while the first holds the port: %v", err)
+	}
+	ls.Close()
+	mustRefuse("after the first set closed")
+
+	dir := t.TempDir()
+	pidfile := filepath.Join(dir, "test.pid")
+	out, _ := os.Create(filepath.Join(dir, "out"))
+	defer out.Close()
+	pid, err := Start(context.Background(), Spec{
+		Name: "test daemon", Argv: []string{bin}, Env: []string{helperEnv + "=daemon"},
+		UID: 997, GID: 997, Output: out, PIDFile: pidfile, Listeners: next,
+		Ready: func(ctx context.Context, pid int) error {
+			c, err := net.Dial("tcp", net.JoinHostPort("::1", strconv.Itoa(int(port))))
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			b, _ := io.ReadAll(c)
+			if strings.TrimSpace(string(b)) != strconv.Itoa(pid) {
+				return fmt.Errorf("answered %q", b)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		raw, _ := os.ReadFile(out.Name())
+		t.Fatalf("Start: %v\n%s", err, raw)
+	}
+	defer Stop(pidfile)
+	if _, err := Check(pidfile, "test daemon"); err != nil {
+		t.Errorf("Check of the running daemon: %v", err)
+	}
+	mustRefuse("while the daemon runs")
+
+	// The daemon loses its sockets but lives: now the agent can bind,
+	// and nothing may count its sockets as the daemon's.
+	syscall.Kill(pid, syscall.SIGUSR1)
+	var got map[string]string
+	for i := 0; ; i++ {
+		var release func()
+		got, release = agent(t, bin, addrs)
+		if got["tcp/[::1]:"+strconv.Itoa(int(port))] == "ok" {
+			defer release()
+			break
+		}
+		release()
+		if i == 50 {
+			t.Fatalf("the agent could not bind after the daemon closed its sockets: %q", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, err = Check(pidfile, "test daemon")
+	if err == nil || !strings.Contains(err.Error(), "is taken by a socket that is not the test daemon's (uid 1000") {
+		t.Errorf("Check with the agent on the port = %v, want it named with uid 1000", err)
+	}
+	for _, a := range addrs {
+		if !strings.Contains(err.Error(), a.String()+" is taken") {
+			t.Errorf("Check does not name %s: %v", a, err)
+		}
+	}
+	if _, err := Listen("test daemon", addrs); err == nil || !strings.Contains(err.Error(), "is taken by a socket devbox did not make (uid 1000") {
+		t.Errorf("Listen with the agent on the port = %v, want a failure naming uid 1000", err)
+	}
+
+	// A pidfile others could have written proves nothing.
+	os.Chmod(pidfile, 0o666)
+	if _, err := Check(pidfile, "test daemon"); err == nil || !strings.Contains(err.Error(), "not trusted") {
+		t.Errorf("Check of a world-writable pidfile = %v", err)
+	}
+	os.Chmod(pidfile, 0o644)
+}
+
+// TestInherit_Refuses: a daemon started without sockets, or with a
+// descriptor that is not the socket the variable names, does not run.
+func TestInherit_Refuses(t *testing.T) {
+	os.Unsetenv(ListenEnv)
+	if _, err := Inherit("test daemon"); err == nil || !strings.Contains(err.Error(), "does not bind its own ports") {
+		t.Errorf("Inherit with nothing handed over = %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	f, _ := l.(*net.TCPListener).File()
+	defer f.Close()
+	for _, v := range []string{
+		fmt.Sprintf("%d/tcp/127.0.0.1:1", f.Fd()),  // another port
+		fmt.Sprintf("%d/udp/%s", f.Fd(), l.Addr()), // another type
+		"99999/tcp/127.0.0.1:1",                    // no such descriptor
+		"x",
+	} {
+		os.Setenv(ListenEnv, v)
+		if _, err := Inherit("test daemon"); err == nil {
+			t.Errorf("Inherit(%q) accepted it", v)
+		}
+	}
+	if _, ok := os.LookupEnv(ListenEnv); ok {
+		t.Error("Inherit left the variable set")
+	}
+}
