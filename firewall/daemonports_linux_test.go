@@ -3,158 +3,35 @@
 package firewall
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/devbox-dev/devbox/internal/devboxtest"
 )
 
-// helperSquat is the agent trying to take the daemons' ports: as whatever
-// uid it runs as, it binds every "tcp/ADDR" or "udp/ADDR" of args over and
-// over (with SO_REUSEADDR and SO_REUSEPORT, its best chance), keeps what it
-// gets and says so ("took tcp 127.0.0.1:53443"), until its stdin closes;
-// then it prints "tries N". A TCP socket it took answers every connection
-// with a name-gate health answer carrying the pid in DEVBOX_SQUAT_PID (the
-// pidfile is world-readable), as a squatter would to pass a health check.
+// helperSquat is the agent on the daemons' ports (devboxtest.Squat): a
+// TCP port it takes answers with a name-gate health answer carrying the
+// pid in DEVBOX_SQUAT_PID (the pidfile is world-readable), as a squatter
+// would to pass a health check.
 func helperSquat(args []string) int {
-	done := make(chan struct{})
-	go func() { io.Copy(io.Discard, os.Stdin); close(done) }()
 	pid, _ := strconv.Atoi(os.Getenv("DEVBOX_SQUAT_PID"))
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		return c.Control(func(fd uintptr) {
-			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
-			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
-		})
-	}}
-	left := append([]string(nil), args...)
-	var held []io.Closer
-	tries := 0
-	fmt.Println("started")
-	for {
-		select {
-		case <-done:
-			fmt.Println("tries", tries)
-			for _, c := range held {
-				c.Close()
-			}
-			return 0
-		default:
-		}
-		if len(left) == 0 {
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		for i := 0; i < len(left); i++ {
-			network, addr, _ := strings.Cut(left[i], "/")
-			tries++
-			var err error
-			if network == "udp" {
-				var pc net.PacketConn
-				if pc, err = lc.ListenPacket(context.Background(), "udp", addr); err == nil {
-					held = append(held, pc)
-				}
-			} else {
-				var l net.Listener
-				if l, err = lc.Listen(context.Background(), "tcp", addr); err == nil {
-					held = append(held, l)
-					go func() {
-						for {
-							c, err := l.Accept()
-							if err != nil {
-								return
-							}
-							json.NewEncoder(c).Encode(GateHealth{PID: pid})
-							c.Close()
-						}
-					}()
-				}
-			}
-			if err == nil {
-				fmt.Println("took", network, addr)
-				left = append(left[:i], left[i+1:]...)
-				i--
-			}
-		}
-	}
-}
-
-// squatter is a running helperSquat.
-type squatter struct {
-	t     *testing.T
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	lines chan string
+	return devboxtest.Squat(args, func(c net.Conn) { json.NewEncoder(c).Encode(GateHealth{PID: pid}) })
 }
 
 // squat starts helperSquat in the fence's client namespace as uid 1000,
 // the agent's, with no capability.
-func (f *fence) squat(pid int, addrs ...string) *squatter {
+func (f *fence) squat(pid int, addrs ...string) *devboxtest.Squatter {
 	f.t.Helper()
 	argv := append([]string{"setpriv", "--reuid", "1000", "--regid", "1000", "--clear-groups", "--inh-caps=-all", "--", f.bin}, addrs...)
 	cmd := f.w.Command(context.Background(), argv...)
 	cmd.Env = []string{helperEnv + "=squat", "DEVBOX_SQUAT_PID=" + strconv.Itoa(pid), "PATH=" + os.Getenv("PATH")}
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		f.t.Fatal(err)
-	}
-	s := &squatter{t: f.t, cmd: cmd, stdin: stdin, lines: make(chan string, 100)}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			s.lines <- sc.Text()
-		}
-		close(s.lines)
-	}()
-	f.t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
-	if l := s.next(); l != "started" {
-		f.t.Fatalf("squatter: %q", l)
-	}
-	return s
-}
-
-func (s *squatter) next() string {
-	select {
-	case l := <-s.lines:
-		return l
-	case <-time.After(10 * time.Second):
-		s.t.Fatal("squatter: no line in 10s")
-		return ""
-	}
-}
-
-// stop ends the squatter and returns what it took and how many binds it
-// tried.
-func (s *squatter) stop() (took []string, tries int) {
-	s.stdin.Close()
-	for l := range s.lines {
-		if t, ok := strings.CutPrefix(l, "took "); ok {
-			took = append(took, t)
-		}
-		if n, ok := strings.CutPrefix(l, "tries "); ok {
-			tries, _ = strconv.Atoi(n)
-		}
-	}
-	s.cmd.Wait()
-	return took, tries
+	return devboxtest.StartSquat(f.t, cmd)
 }
 
 var (
@@ -172,7 +49,7 @@ func TestDaemonPorts_RestartNeverFreesThem(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		g.mustApply()
 	}
-	took, tries := s.stop()
+	took, tries := s.Stop()
 	if len(took) > 0 {
 		t.Errorf("the agent took %q during 3 restarts", took)
 	}
@@ -209,7 +86,7 @@ func TestDaemonPorts_TakenAfterACrash(t *testing.T) {
 	t.Run("IPv6 taken: no IPv4-only gate", func(t *testing.T) {
 		pid := kill()
 		s := g.squat(pid, "tcp/[::1]:53443")
-		if l := s.next(); l != "took tcp [::1]:53443" {
+		if l := s.Next(); l != "took tcp [::1]:53443" {
 			t.Fatalf("squatter: %q", l)
 		}
 		err := g.applyErr()
@@ -219,7 +96,7 @@ func TestDaemonPorts_TakenAfterACrash(t *testing.T) {
 		if _, alive := GatePID(g.cfg); alive {
 			t.Error("a gate runs while the agent holds its IPv6 port")
 		}
-		s.stop()
+		s.Stop()
 		g.mustApply()
 	})
 
@@ -227,7 +104,7 @@ func TestDaemonPorts_TakenAfterACrash(t *testing.T) {
 		pid := kill()
 		s := g.squat(pid, agentGatePorts...)
 		for range agentGatePorts {
-			if l := s.next(); !strings.HasPrefix(l, "took ") {
+			if l := s.Next(); !strings.HasPrefix(l, "took ") {
 				t.Fatalf("squatter: %q", l)
 			}
 		}
@@ -248,7 +125,7 @@ func TestDaemonPorts_TakenAfterACrash(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "53443 is taken") || !strings.Contains(err.Error(), "uid 1000") {
 			t.Errorf("apply with the gate's port taken = %v, want a failure naming it and uid 1000", err)
 		}
-		s.stop()
+		s.Stop()
 		g.mustApply()
 		if st := g.status(); st.Gate.Health == nil {
 			t.Errorf("gate after the squatter left: %+v", st.Gate)

@@ -18,50 +18,20 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/devbox-dev/devbox/internal/devboxtest"
 )
 
 const helperEnv = "DEVBOX_DAEMONPID_HELPER"
 
 // helper runs one of the test's other processes:
-//   - "bind NET/ADDR…": the agent; it binds each address with
-//     SO_REUSEADDR and SO_REUSEPORT (its best chance to share a port) and
-//     prints "ok" or the error per address; it keeps what it got until
-//     its stdin closes.
+//   - "squat NET/ADDR…": the agent on the ports (devboxtest.Squat).
 //   - "daemon": a daemon; it takes its sockets (Inherit), answers each
 //     TCP connection with its pid, and on SIGUSR1 closes its sockets but
 //     stays alive, as a daemon whose listener broke would.
 func helper(name string, args []string) int {
 	switch name {
-	case "bind":
-		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-			return c.Control(func(fd uintptr) {
-				unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
-				unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
-			})
-		}}
-		var held []io.Closer
-		for _, a := range args {
-			network, addr, _ := strings.Cut(a, "/")
-			var c io.Closer
-			var err error
-			if network == "udp" {
-				c, err = lc.ListenPacket(context.Background(), "udp", addr)
-			} else {
-				c, err = lc.Listen(context.Background(), "tcp", addr)
-			}
-			if err != nil {
-				fmt.Println(a, err)
-				continue
-			}
-			held = append(held, c)
-			fmt.Println(a, "ok")
-		}
-		fmt.Println("done")
-		io.Copy(io.Discard, os.Stdin)
-		return 0
+	case "squat":
+		return devboxtest.Squat(args, nil)
 	case "daemon":
 		in, err := Inherit("test daemon")
 		if err != nil {
@@ -115,41 +85,17 @@ func copyBinary(t *testing.T) string {
 	return bin
 }
 
-// agent is uid 1000 binding addrs; it returns one line per address and
-// a func that releases what it holds.
-func agent(t *testing.T, bin string, addrs []Addr) (map[string]string, func()) {
+// agent starts uid 1000 binding addrs in a loop (devboxtest.Squat).
+func agent(t *testing.T, bin string, addrs []Addr) *devboxtest.Squatter {
 	t.Helper()
 	var args []string
 	for _, a := range addrs {
 		args = append(args, a.Net+"/"+a.Addr.String())
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = []string{helperEnv + "=bind"}
+	cmd.Env = []string{helperEnv + "=squat"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}}
-	stdin, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	release := func() { stdin.Close(); cmd.Wait() }
-	t.Cleanup(release)
-	got := map[string]string{}
-	buf := make([]byte, 0, 4096)
-	for !strings.HasSuffix(string(buf), "done\n") {
-		b := make([]byte, 1024)
-		n, err := out.Read(b)
-		buf = append(buf, b[:n]...)
-		if err != nil {
-			t.Fatalf("agent: %v: %s", err, buf)
-		}
-	}
-	for _, l := range strings.Split(strings.TrimSuffix(string(buf), "done\n"), "\n") {
-		if k, v, ok := strings.Cut(l, " "); ok {
-			got[k] = v
-		}
-	}
-	return got, release
+	return devboxtest.StartSquat(t, cmd)
 }
 
 // freePort is a port free on both loopback addresses, TCP and UDP.
@@ -203,13 +149,10 @@ func TestListen_AgentNeverGetsThePort(t *testing.T) {
 	}
 	mustRefuse := func(when string) {
 		t.Helper()
-		got, release := agent(t, bin, addrs)
-		defer release()
-		for _, a := range addrs {
-			k := a.Net + "/" + a.Addr.String()
-			if !strings.Contains(got[k], "address already in use") {
-				t.Errorf("%s: the agent's bind of %s: %q, want address already in use", when, k, got[k])
-			}
+		s := agent(t, bin, addrs)
+		time.Sleep(100 * time.Millisecond)
+		if took, tries := s.Stop(); len(took) > 0 || tries == 0 {
+			t.Errorf("%s: the agent took %q in %d tries", when, took, tries)
 		}
 	}
 	mustRefuse("before the daemon starts")
@@ -255,20 +198,13 @@ func TestListen_AgentNeverGetsThePort(t *testing.T) {
 	// The daemon loses its sockets but lives: now the agent can bind,
 	// and nothing may count its sockets as the daemon's.
 	syscall.Kill(pid, syscall.SIGUSR1)
-	var got map[string]string
-	for i := 0; ; i++ {
-		var release func()
-		got, release = agent(t, bin, addrs)
-		if got["tcp/[::1]:"+strconv.Itoa(int(port))] == "ok" {
-			defer release()
-			break
+	s := agent(t, bin, addrs)
+	for range addrs {
+		if l := s.Next(); !strings.HasPrefix(l, "took ") {
+			t.Fatalf("agent: %q", l)
 		}
-		release()
-		if i == 50 {
-			t.Fatalf("the agent could not bind after the daemon closed its sockets: %q", got)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	defer s.Stop()
 	_, err = Check(pidfile, "test daemon")
 	if err == nil || !strings.Contains(err.Error(), "is taken by a socket that is not the test daemon's (uid 1000") {
 		t.Errorf("Check with the agent on the port = %v, want it named with uid 1000", err)
