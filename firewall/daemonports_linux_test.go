@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/devbox-dev/devbox/internal/daemonpid"
 	"github.com/devbox-dev/devbox/internal/devboxtest"
 )
 
@@ -56,7 +59,7 @@ func TestDaemonPorts_RestartNeverFreesThem(t *testing.T) {
 	if tries < 100 {
 		t.Errorf("the squatter tried only %d binds", tries)
 	}
-	t.Logf("the agent tried %d binds during 3 restarts, took none", tries)
+	t.Logf("the agent tried %d binds during 3 restarts and took %d ports", tries, len(took))
 	st := g.status()
 	if st.Daemon.Health == nil || st.Gate.Health == nil {
 		t.Errorf("after the restarts: DNS filter %+v, gate %+v", st.Daemon, st.Gate)
@@ -67,24 +70,45 @@ func TestDaemonPorts_RestartNeverFreesThem(t *testing.T) {
 }
 
 // TestDaemonPorts_TakenAfterACrash: once the gate dies (SIGKILL, as the
-// out-of-memory killer would), the agent may bind its port; then no
-// health check counts its listener as the gate, even when it answers
-// with the dead gate's pid, and a new apply fails naming the port and the
-// agent's uid instead of starting a gate on one family only.
+// out-of-memory killer would), its holder keeps its ports from the agent.
+// With the holder gone too (only root or the gate's uid could do that)
+// the agent may bind them; then no health check counts its listener as
+// the gate, even when it answers with the dead gate's pid, and a new
+// apply fails naming the port and the agent's uid instead of starting a
+// gate on one family only.
 func TestDaemonPorts_TakenAfterACrash(t *testing.T) {
 	g := newGateFence(t, Config{Allow: []Destination{allowName("good.test")}})
-	kill := func() int {
-		pid, alive := GatePID(g.cfg)
-		if !alive {
-			t.Fatal("gate not running")
+	kill := func(holder bool) int {
+		rec, err := daemonpid.Load(filepath.Join(g.cfg.StateDir, gatePIDFile))
+		if err != nil || rec.Alive("/proc") != nil || rec.HolderAlive("/proc") != nil {
+			t.Fatalf("gate not running: %+v %v", rec, err)
 		}
-		syscall.Kill(pid, syscall.SIGKILL)
+		syscall.Kill(rec.PID, syscall.SIGKILL)
+		if holder {
+			syscall.Kill(rec.Holder, syscall.SIGKILL)
+		}
 		waitFor(t, "the gate to die", func() bool { _, alive := GatePID(g.cfg); return !alive })
-		return pid
+		return rec.PID
 	}
 
+	t.Run("killed: the holder keeps its ports", func(t *testing.T) {
+		pid := kill(false)
+		s := g.squat(pid, agentGatePorts...)
+		time.Sleep(200 * time.Millisecond)
+		if took, tries := s.Stop(); len(took) > 0 || tries == 0 {
+			t.Errorf("the agent took %q in %d tries with the gate dead", took, tries)
+		}
+		if out, ok := g.probeAs(1000, "tcp", "127.0.0.1:53443"); ok || !strings.Contains(out, "connection refused") {
+			t.Errorf("a connection to the dead gate's port: ok=%v %s, want connection refused", ok, out)
+		}
+		if st := g.status(); st.Gate.Health != nil || !strings.Contains(st.Gate.Error, "name gate not running") {
+			t.Errorf("gate status with the gate dead: %+v", st.Gate)
+		}
+		g.mustApply()
+	})
+
 	t.Run("IPv6 taken: no IPv4-only gate", func(t *testing.T) {
-		pid := kill()
+		pid := kill(true)
 		s := g.squat(pid, "tcp/[::1]:53443")
 		if l := s.Next(); l != "took tcp [::1]:53443" {
 			t.Fatalf("squatter: %q", l)
@@ -101,7 +125,7 @@ func TestDaemonPorts_TakenAfterACrash(t *testing.T) {
 	})
 
 	t.Run("IPv4 taken, answering with the gate's pid", func(t *testing.T) {
-		pid := kill()
+		pid := kill(true)
 		s := g.squat(pid, agentGatePorts...)
 		for range agentGatePorts {
 			if l := s.Next(); !strings.HasPrefix(l, "took ") {

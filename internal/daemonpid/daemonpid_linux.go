@@ -40,6 +40,10 @@ type Record struct {
 	Sockets []Socket `json:"sockets,omitempty"`
 	// Notes say which sockets were left out and why (IPv6 off).
 	Notes []string `json:"notes,omitempty"`
+	// Holder is the process that keeps the daemon's ports while it is
+	// down (see Listen), and HolderStart its start time; 0 for none.
+	Holder      int    `json:"holder,omitempty"`
+	HolderStart uint64 `json:"holderStart,omitempty"`
 }
 
 // Write records r, with r.PID's start time, in path: root's file (0644,
@@ -50,6 +54,11 @@ func Write(path string, r Record) error {
 		return fmt.Errorf("pid %d: %w", r.PID, err)
 	}
 	r.Start = start
+	if r.Holder != 0 {
+		if r.HolderStart, err = StartTime("/proc", r.Holder); err != nil {
+			return fmt.Errorf("holder pid %d: %w", r.Holder, err)
+		}
+	}
 	raw, _ := json.Marshal(r)
 	tmp := path + ".tmp"
 	os.Remove(tmp)
@@ -100,19 +109,34 @@ func Load(path string) (Record, error) {
 // one recorded: alive, not a zombie, started when the record says and
 // running as its uid. The error says which of these does not hold.
 func (r Record) Alive(proc string) error {
-	got, err := StartTime(proc, r.PID)
+	return alive(proc, r.PID, r.Start, r.UID)
+}
+
+// HolderAlive is Alive for the record's holder (nil when it has none).
+func (r Record) HolderAlive(proc string) error {
+	if r.Holder == 0 {
+		return nil
+	}
+	if err := alive(proc, r.Holder, r.HolderStart, r.UID); err != nil {
+		return fmt.Errorf("the holder of its ports: %w", err)
+	}
+	return nil
+}
+
+func alive(proc string, pid int, start uint64, wantUID int) error {
+	got, err := StartTime(proc, pid)
 	if err != nil {
-		return fmt.Errorf("pid %d is not running: %w", r.PID, err)
+		return fmt.Errorf("pid %d is not running: %w", pid, err)
 	}
-	if got != r.Start {
-		return fmt.Errorf("pid %d is another process (started at tick %d, the daemon at %d)", r.PID, got, r.Start)
+	if got != start {
+		return fmt.Errorf("pid %d is another process (started at tick %d, the recorded one at %d)", pid, got, start)
 	}
-	uid, err := procUID(proc, r.PID)
+	uid, err := procUID(proc, pid)
 	if err != nil {
-		return fmt.Errorf("pid %d: %w", r.PID, err)
+		return fmt.Errorf("pid %d: %w", pid, err)
 	}
-	if uid != r.UID {
-		return fmt.Errorf("pid %d runs as uid %d, not the daemon's uid %d", r.PID, uid, r.UID)
+	if uid != wantUID {
+		return fmt.Errorf("pid %d runs as uid %d, not the daemon's uid %d", pid, uid, wantUID)
 	}
 	return nil
 }
@@ -127,13 +151,25 @@ func Read(path, proc string) (int, bool) {
 	return r.PID, r.Alive(proc) == nil
 }
 
-// Stop stops the process recorded in path, if it runs: SIGTERM, two
-// seconds to exit, then SIGKILL.
+// Stop stops the process recorded in path, if it runs, then its holder:
+// SIGTERM, two seconds to exit, then SIGKILL.
 func Stop(path string) error {
-	pid, alive := Read(path, "/proc")
-	if !alive {
+	r, err := Load(path)
+	if err != nil {
 		return nil
 	}
+	if r.Alive("/proc") == nil {
+		if err := kill(r.PID); err != nil {
+			return err
+		}
+	}
+	if r.Holder != 0 && r.HolderAlive("/proc") == nil {
+		return kill(r.Holder)
+	}
+	return nil
+}
+
+func kill(pid int) error {
 	unix.Kill(pid, unix.SIGTERM)
 	for i := 0; i < 40; i++ {
 		if unix.Kill(pid, 0) != nil {

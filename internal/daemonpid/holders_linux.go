@@ -96,7 +96,14 @@ func Check(path, name string) (Record, error) {
 	if err := r.Alive("/proc"); err != nil {
 		return r, fmt.Errorf("%s is not running (%s): %w", name, path, err)
 	}
-	return r, r.owns(name)
+	if err := r.owns(name); err != nil {
+		return r, err
+	}
+	// Without its holder, a crash of the daemon would free its ports.
+	if err := r.HolderAlive("/proc"); err != nil {
+		return r, fmt.Errorf("%s: %w", name, err)
+	}
+	return r, nil
 }
 
 func (r Record) owns(name string) error {

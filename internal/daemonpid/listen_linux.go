@@ -28,6 +28,13 @@ import (
 //     between: it is never free for a moment from the first start on.
 //   - UDP sockets never set SO_REUSEADDR: two UDP sockets that both set it
 //     share a port whatever their owners.
+//   - a holder process, started with the daemon as its uid, keeps the port
+//     after the daemon dies (a crash, the out-of-memory killer), until the
+//     next apply replaces both: for TCP a second socket bound to the
+//     address that never listens (a client is refused at once, as by a
+//     closed port), for UDP the daemon's socket itself (a query goes
+//     unanswered). So from the first start on, no moment leaves a
+//     daemon's port free for another owner.
 
 // Addr is one socket a daemon serves on: a listening "tcp" socket or a
 // bound "udp" one, at a loopback address.
@@ -51,6 +58,10 @@ type Listeners struct {
 	// Notes say what was left out and why (IPv6 off in the kernel).
 	Notes []string
 	files []*os.File
+	// held are what the daemon's holder keeps (see hold): per TCP
+	// address a socket bound to it that never listens, and the UDP
+	// sockets themselves.
+	held []*os.File
 }
 
 // ListenEnv names, in the daemon's environment, the sockets it inherits
@@ -84,20 +95,54 @@ func Listen(name string, addrs []Addr) (*Listeners, error) {
 		}
 		ls.files = append(ls.files, f)
 		ls.Sockets = append(ls.Sockets, Socket{Net: a.Net, Addr: a.Addr.String(), Inode: st.Ino})
+		if a.Net == "udp" {
+			ls.held = append(ls.held, f)
+			continue
+		}
+		r, err := reserve(a)
+		if err != nil {
+			ls.Close()
+			return nil, fmt.Errorf("%s: reserve %s: %w", name, a, err)
+		}
+		ls.held = append(ls.held, r)
 	}
 	return ls, nil
 }
 
-func listen(a Addr) (*os.File, error) {
-	var (
-		family int
-		sa     unix.Sockaddr
-	)
-	if ip := a.Addr.Addr(); ip.Is4() {
-		family, sa = unix.AF_INET, &unix.SockaddrInet4{Port: int(a.Addr.Port()), Addr: ip.As4()}
-	} else {
-		family, sa = unix.AF_INET6, &unix.SockaddrInet6{Port: int(a.Addr.Port()), Addr: ip.As16()}
+// reserve binds a TCP socket to a without listening: it keeps the port
+// from every other owner (SO_REUSEPORT, owner uid 0, and no SO_REUSEADDR,
+// which a bind of the agent's would need to share it with a socket that
+// does not listen), yet no connection ever reaches it, so with the
+// daemon gone a client is refused at once, as by a closed port.
+func reserve(a Addr) (*os.File, error) {
+	family, sa := sockaddr(a.Addr)
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("socket", err)
 	}
+	err = os.NewSyscallError("setsockopt", unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1))
+	if err == nil && family == unix.AF_INET6 {
+		err = os.NewSyscallError("setsockopt", unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1))
+	}
+	if err == nil {
+		err = os.NewSyscallError("bind", unix.Bind(fd, sa))
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "reserve "+a.String()), nil
+}
+
+func sockaddr(ap netip.AddrPort) (int, unix.Sockaddr) {
+	if ip := ap.Addr(); ip.Is4() {
+		return unix.AF_INET, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ip.As4()}
+	}
+	return unix.AF_INET6, &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+}
+
+func listen(a Addr) (*os.File, error) {
+	family, sa := sockaddr(a.Addr)
 	typ := unix.SOCK_STREAM
 	if a.Net == "udp" {
 		typ = unix.SOCK_DGRAM
@@ -158,7 +203,10 @@ func (ls *Listeners) Close() {
 	for _, f := range ls.files {
 		f.Close()
 	}
-	ls.files = nil
+	for _, f := range ls.held {
+		f.Close() // a UDP socket's second Close is a no-op
+	}
+	ls.files, ls.held = nil, nil
 }
 
 // env is ListenEnv's value for the sockets at descriptors first, first+1, …

@@ -4,6 +4,7 @@ package daemonpid
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -129,9 +130,10 @@ func addrsAt(port uint16) []Addr {
 
 // TestListen_AgentNeverGetsThePort: root's sockets keep the agent's uid off
 // a daemon's port on both families, for TCP and UDP, before the daemon
-// starts, while it runs, and while root binds its successor; when the
-// daemon loses its sockets the agent may bind, and then Check names the
-// port and the agent's uid, and a new Listen fails the same way.
+// starts, while it runs, while root binds its successor and after the
+// daemon is killed (its holder keeps them); when the daemon loses its
+// sockets and its holder is gone, the agent may bind, and then Check names
+// the port and the agent's uid, and a new Listen fails the same way.
 func TestListen_AgentNeverGetsThePort(t *testing.T) {
 	devboxtest.RequireRoot(t)
 	trustedOwner = 0
@@ -169,7 +171,7 @@ func TestListen_AgentNeverGetsThePort(t *testing.T) {
 	pidfile := filepath.Join(dir, "test.pid")
 	out, _ := os.Create(filepath.Join(dir, "out"))
 	defer out.Close()
-	pid, err := Start(context.Background(), Spec{
+	spec := Spec{
 		Name: "test daemon", Argv: []string{bin}, Env: []string{helperEnv + "=daemon"},
 		UID: 997, GID: 997, Output: out, PIDFile: pidfile, Listeners: next,
 		Ready: func(ctx context.Context, pid int) error {
@@ -184,7 +186,8 @@ func TestListen_AgentNeverGetsThePort(t *testing.T) {
 			}
 			return nil
 		},
-	})
+	}
+	pid, err := Start(context.Background(), spec)
 	if err != nil {
 		raw, _ := os.ReadFile(out.Name())
 		t.Fatalf("Start: %v\n%s", err, raw)
@@ -195,8 +198,56 @@ func TestListen_AgentNeverGetsThePort(t *testing.T) {
 	}
 	mustRefuse("while the daemon runs")
 
-	// The daemon loses its sockets but lives: now the agent can bind,
+	rec, err := Load(pidfile)
+	if err != nil || rec.Holder == 0 {
+		t.Fatalf("pidfile %+v, %v: no holder recorded", rec, err)
+	}
+
+	// The daemon dies (a crash, the OOM killer): its holder keeps the
+	// ports, and a client is refused at once, as by a closed port.
+	syscall.Kill(pid, syscall.SIGKILL)
+	for i := 0; rec.Alive("/proc") == nil; i++ {
+		if i == 100 {
+			t.Fatal("the daemon survived SIGKILL")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mustRefuse("after the daemon was killed")
+	if c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))), time.Second); err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("a connection to the dead daemon's port: %v, want connection refused", err)
+		if c != nil {
+			c.Close()
+		}
+	}
+	if _, err := Check(pidfile, "test daemon"); err == nil || !strings.Contains(err.Error(), "not running") {
+		t.Errorf("Check of a killed daemon = %v", err)
+	}
+
+	// Restarted, it loses its sockets but lives, and its holder is gone
+	// too (only root or its uid could do that): now the agent can bind,
 	// and nothing may count its sockets as the daemon's.
+	next, err = Listen("test daemon", addrs)
+	if err != nil {
+		t.Fatalf("Listen beside the holder: %v", err)
+	}
+	if err := Stop(pidfile); err != nil {
+		t.Fatal(err)
+	}
+	spec.Listeners = next
+	if pid, err = Start(context.Background(), spec); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	if _, err := Check(pidfile, "test daemon"); err != nil {
+		t.Errorf("Check after the restart: %v", err)
+	}
+	if _, alive := Read(pidfile, "/proc"); !alive {
+		t.Fatal("restarted daemon not alive")
+	}
+	if err := rec.HolderAlive("/proc"); err == nil {
+		t.Error("the first holder outlived the restart")
+	}
+	rec, _ = Load(pidfile)
+	syscall.Kill(rec.Holder, syscall.SIGKILL)
 	syscall.Kill(pid, syscall.SIGUSR1)
 	s := agent(t, bin, addrs)
 	for range addrs {

@@ -33,9 +33,10 @@ type Spec struct {
 	PIDFile string
 	// Listeners are the sockets it serves on, made by Listen before the
 	// daemon it replaces was stopped. Start hands them over at descriptors
-	// 3, 4, … (ListenEnv says which is which), closes its own copies and
-	// records them in PIDFile; readiness then also needs every one of them
-	// to be the only socket at its address (Check).
+	// 3, 4, … (ListenEnv says which is which), starts a holder (Argv[0]
+	// with HoldEnv, as UID) that keeps the ports after the daemon dies,
+	// closes its own copies and records both in PIDFile; readiness then
+	// also needs every socket to be the only one at its address (Check).
 	Listeners *Listeners
 	// Ready reports whether the process pid answers; Start calls it every
 	// Poll until it returns nil, the process exits, or Wait passes.
@@ -81,11 +82,30 @@ func Start(ctx context.Context, s Spec) (int, error) {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(s.UID), Gid: uint32(s.GID), Groups: []uint32{}}
 		cmd.SysProcAttr.AmbientCaps = s.Caps
 	}
+	stopHolder := func() {}
+	if s.Listeners != nil && len(s.Listeners.held) > 0 {
+		// The holder first: from here on, a process other than root's
+		// apply keeps the ports, whatever becomes of the daemon.
+		h := exec.Command(s.Argv[0])
+		h.Env = []string{HoldEnv + "=1"}
+		h.Dir = "/"
+		h.ExtraFiles = s.Listeners.held
+		h.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if s.UID >= 0 {
+			h.SysProcAttr.Credential = cmd.SysProcAttr.Credential
+		}
+		if err := h.Start(); err != nil {
+			return 0, fmt.Errorf("start the holder of the %s's ports %q: %w", s.Name, s.Argv[0], err)
+		}
+		go h.Wait()
+		rec.Holder = h.Process.Pid
+		stopHolder = func() { h.Process.Kill() }
+	}
 	if err := cmd.Start(); err != nil {
+		stopHolder()
 		return 0, fmt.Errorf("start %s %q: %w", s.Name, s.Argv[0], err)
 	}
-	// The daemon holds the sockets now: with root's copies closed, a
-	// socket outlives the daemon only as long as the daemon itself.
+	// The daemon and its holder have the sockets now: root's copies go.
 	s.Listeners.Close()
 	pid := cmd.Process.Pid
 	rec.PID = pid
@@ -96,6 +116,7 @@ func Start(ctx context.Context, s Spec) (int, error) {
 		if s.Tail != nil {
 			tail = s.Tail()
 		}
+		stopHolder()
 		return fmt.Errorf("%s exited (%v): %s", s.Name, werr, tail)
 	}
 	if err := Write(s.PIDFile, rec); err != nil {
@@ -106,6 +127,7 @@ func Start(ctx context.Context, s Spec) (int, error) {
 		case <-time.After(100 * time.Millisecond):
 		}
 		cmd.Process.Kill()
+		stopHolder()
 		return 0, fmt.Errorf("%s: %w", s.Name, err)
 	}
 	deadline := time.Now().Add(s.Wait)
@@ -125,6 +147,7 @@ func Start(ctx context.Context, s Spec) (int, error) {
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
+			stopHolder()
 			return 0, fmt.Errorf("%s did not answer within %v: %w", s.Name, s.Wait, err)
 		}
 	}

@@ -5,6 +5,7 @@ package gateway_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -13,7 +14,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/devbox-dev/devbox/internal/daemonpid"
 	"github.com/devbox-dev/devbox/internal/devboxtest"
 	"github.com/devbox-dev/devbox/internal/gateway"
 	"github.com/devbox-dev/devbox/internal/policy"
@@ -37,10 +40,11 @@ func init() {
 }
 
 // TestStart_PortNeverTheAgents: the agent (uid 1000) binds the gateway's
-// port in a tight loop while the gateway restarts, and never gets it;
-// after the gateway is killed it can, and then its listener, though it
-// answers the health check, is never taken for the gateway: Check names
-// the port and uid 1000, and Start fails instead of reporting a gateway.
+// port in a tight loop while the gateway restarts, and after it is
+// killed, and never gets it; only with the gateway's holder killed too
+// can it, and then its listener, though it answers the health check, is
+// never taken for the gateway: Check says it is not running, and Start
+// fails naming the port and uid 1000 instead of reporting a gateway.
 func TestStart_PortNeverTheAgents(t *testing.T) {
 	devboxtest.RequireRoot(t)
 	devboxtest.RequireBinary(t, "setpriv")
@@ -110,12 +114,30 @@ func TestStart_PortNeverTheAgents(t *testing.T) {
 		t.Errorf("Check after the restarts: %v", err)
 	}
 
-	pid, alive := gateway.PID(o.StateDir)
-	if !alive {
-		t.Fatal("gateway not running")
+	// Killed, its holder keeps the port; killed with its holder (only
+	// root or its uid could do that), the agent gets it.
+	pidfile := filepath.Join(o.StateDir, "gateway.pid")
+	rec, err := daemonpid.Load(pidfile)
+	if err != nil || rec.Alive("/proc") != nil || rec.HolderAlive("/proc") != nil {
+		t.Fatalf("gateway not running: %+v %v", rec, err)
 	}
 	s = squat()
-	syscall.Kill(pid, syscall.SIGKILL)
+	syscall.Kill(rec.PID, syscall.SIGKILL)
+	for i := 0; rec.Alive("/proc") == nil; i++ {
+		if i == 100 {
+			t.Fatal("the gateway survived SIGKILL")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if took, tries := s.Stop(); len(took) > 0 || tries == 0 {
+		t.Errorf("the agent took %q in %d tries with the gateway dead and its holder alive", took, tries)
+	}
+	if err := gateway.Health(context.Background(), addr); err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("health with the gateway dead: %v, want connection refused", err)
+	}
+	s = squat()
+	syscall.Kill(rec.Holder, syscall.SIGKILL)
 	if l := s.Next(); l != "took tcp "+addr {
 		t.Fatalf("squatter: %q", l)
 	}
