@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,10 +45,14 @@ type Record struct {
 	// down (see Listen), and HolderStart its start time; 0 for none.
 	Holder      int    `json:"holder,omitempty"`
 	HolderStart uint64 `json:"holderStart,omitempty"`
+	HolderUID   int    `json:"holderUid,omitempty"`
 }
 
-// Write records r, with r.PID's start time, in path: root's file (0644,
-// mode and owner checked by Load), written atomically.
+// Write records r, with r.PID's start time, in path and path+".json",
+// root's files (0644; owner and mode checked by Load), each written
+// atomically. path holds "PID START" alone, as it always has, for shell
+// scripts and older readers; the .json file holds the whole record, and
+// is written first.
 func Write(path string, r Record) error {
 	start, err := StartTime("/proc", r.PID)
 	if err != nil {
@@ -60,9 +65,16 @@ func Write(path string, r Record) error {
 		}
 	}
 	raw, _ := json.Marshal(r)
+	if err := writeFile(path+".json", append(raw, '\n')); err != nil {
+		return err
+	}
+	return writeFile(path, fmt.Appendf(nil, "%d %d\n", r.PID, r.Start))
+}
+
+func writeFile(path string, b []byte) error {
 	tmp := path + ".tmp"
 	os.Remove(tmp)
-	if err := os.WriteFile(tmp, append(raw, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return err
 	}
 	// WriteFile keeps the mode of a file that exists; the umask may
@@ -77,32 +89,48 @@ func Write(path string, r Record) error {
 // every daemon. Tests that run unprivileged replace it.
 var trustedOwner = 0
 
-// Load reads the record in path, and refuses a file that root did not
-// write alone: owned by another uid, or writable by group or others. A
-// record whose pid runs something else is no error here; Alive says.
+// Load reads the record in path and path+".json", and refuses files that
+// root did not write alone (owned by another uid, or writable by group
+// or others) or that disagree on the pid and start time. A record whose
+// pid runs something else is no error here; Alive says.
 func Load(path string) (Record, error) {
 	var r Record
-	f, err := os.Open(path)
+	head, err := readTrusted(path)
 	if err != nil {
 		return r, err
+	}
+	var pid int
+	var start uint64
+	if n, _ := fmt.Sscanf(string(head), "%d %d", &pid, &start); n != 2 || pid <= 0 {
+		return r, fmt.Errorf("%s: not a devbox pidfile", path)
+	}
+	raw, err := readTrusted(path + ".json")
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(raw, &r); err != nil || r.PID != pid || r.Start != start {
+		return Record{}, fmt.Errorf("%s.json: not the record of pid %d started at %d", path, pid, start)
+	}
+	return r, nil
+}
+
+// readTrusted reads path when it is a regular file of trustedOwner that
+// no one else may write.
+func readTrusted(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok || int(st.Uid) != trustedOwner || fi.Mode().Perm()&0o022 != 0 || !fi.Mode().IsRegular() {
-		return r, fmt.Errorf("%s: not trusted: owner uid %d, mode %v (want a regular file of uid %d, writable by it alone)", path, st.Uid, fi.Mode(), trustedOwner)
+		return nil, fmt.Errorf("%s: not trusted: owner uid %d, mode %v (want a regular file of uid %d, writable by it alone)", path, st.Uid, fi.Mode(), trustedOwner)
 	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return r, err
-	}
-	if err := json.Unmarshal(raw, &r); err != nil || r.PID <= 0 {
-		return Record{}, fmt.Errorf("%s: not a devbox pidfile", path)
-	}
-	return r, nil
+	return io.ReadAll(io.LimitReader(f, 64<<10))
 }
 
 // Alive reports whether r's process, under proc (normally /proc), is the
@@ -117,7 +145,7 @@ func (r Record) HolderAlive(proc string) error {
 	if r.Holder == 0 {
 		return nil
 	}
-	if err := alive(proc, r.Holder, r.HolderStart, r.UID); err != nil {
+	if err := alive(proc, r.Holder, r.HolderStart, r.HolderUID); err != nil {
 		return fmt.Errorf("the holder of its ports: %w", err)
 	}
 	return nil
@@ -136,7 +164,7 @@ func alive(proc string, pid int, start uint64, wantUID int) error {
 		return fmt.Errorf("pid %d: %w", pid, err)
 	}
 	if uid != wantUID {
-		return fmt.Errorf("pid %d runs as uid %d, not the daemon's uid %d", pid, uid, wantUID)
+		return fmt.Errorf("pid %d runs as uid %d, not the recorded uid %d", pid, uid, wantUID)
 	}
 	return nil
 }

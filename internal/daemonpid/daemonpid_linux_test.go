@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -50,25 +51,33 @@ func TestDaemonPID(t *testing.T) {
 		return string(b)
 	}
 	for _, tc := range []struct {
-		name, content string
-		mode          os.FileMode
-		wantAlive     bool
+		name, head, record string
+		headMode, recMode  os.FileMode
+		wantAlive          bool
 	}{
-		{"the filter", rec(30, 5000), 0o644, true},
-		{"stale: same pid, another process", rec(7, 5000), 0o644, false},
-		{"zombie", rec(40, 5000), 0o644, false},
-		{"gone", rec(41, 5000), 0o644, false},
-		{"same pid and start, another uid", rec(50, 5000), 0o644, false},
-		{"writable by others", rec(30, 5000), 0o666, false},
-		{"writable by its group", rec(30, 5000), 0o664, false},
-		{"old format: pid and start only", "30 5000\n", 0o644, false},
-		{"garbage", "x y\n", 0o644, false},
-		{"negative", `{"pid":-1,"start":5000,"uid":998}`, 0o644, false},
+		{"the filter", "30 5000\n", rec(30, 5000), 0o644, 0o644, true},
+		{"stale: same pid, another process", "7 5000\n", rec(7, 5000), 0o644, 0o644, false},
+		// What a restart leaves when a shell rewrote the pid (the e2e
+		// stale-pidfile test): the two files disagree.
+		{"the record names another pid", "7 5000\n", rec(30, 5000), 0o644, 0o644, false},
+		{"zombie", "40 5000\n", rec(40, 5000), 0o644, 0o644, false},
+		{"gone", "41 5000\n", rec(41, 5000), 0o644, 0o644, false},
+		{"same pid and start, another uid", "50 5000\n", rec(50, 5000), 0o644, 0o644, false},
+		{"pidfile writable by others", "30 5000\n", rec(30, 5000), 0o666, 0o644, false},
+		{"record writable by its group", "30 5000\n", rec(30, 5000), 0o644, 0o664, false},
+		{"no record", "30 5000\n", "", 0o644, 0o644, false},
+		{"pid only (no start time)", "30\n", rec(30, 5000), 0o644, 0o644, false},
+		{"garbage", "x y\n", rec(30, 5000), 0o644, 0o644, false},
+		{"negative", "-1 5000\n", `{"pid":-1,"start":5000,"uid":998}`, 0o644, 0o644, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pidfile := filepath.Join(t.TempDir(), "dns.pid")
-			os.WriteFile(pidfile, []byte(tc.content), 0o644)
-			os.Chmod(pidfile, tc.mode)
+			os.WriteFile(pidfile, []byte(tc.head), 0o644)
+			os.Chmod(pidfile, tc.headMode)
+			if tc.record != "" {
+				os.WriteFile(pidfile+".json", []byte(tc.record), 0o644)
+				os.Chmod(pidfile+".json", tc.recMode)
+			}
 			if _, alive := Read(pidfile, proc); alive != tc.wantAlive {
 				t.Errorf("alive = %v, want %v", alive, tc.wantAlive)
 			}
@@ -91,10 +100,14 @@ func TestDaemonPID(t *testing.T) {
 	if _, alive := Read(pidfile, "/proc"); !alive {
 		t.Error("this process, recorded with its start time, is not alive")
 	}
+	if head, _ := os.ReadFile(pidfile); !regexp.MustCompile(`^[0-9]+ [0-9]+\n$`).Match(head) {
+		t.Errorf("pidfile holds %q, want \"PID START\" alone (shell scripts read it)", head)
+	}
 	r, _ := Load(pidfile)
 	r.Start++
+	os.WriteFile(pidfile, fmt.Appendf(nil, "%d %d\n", r.PID, r.Start), 0o644)
 	b, _ := json.Marshal(r)
-	os.WriteFile(pidfile, b, 0o644)
+	os.WriteFile(pidfile+".json", b, 0o644)
 	if _, alive := Read(pidfile, "/proc"); alive {
 		t.Error("a pid recorded with another start time counts as the filter")
 	}

@@ -34,7 +34,7 @@ type Spec struct {
 	// Listeners are the sockets it serves on, made by Listen before the
 	// daemon it replaces was stopped. Start hands them over at descriptors
 	// 3, 4, … (ListenEnv says which is which), starts a holder (Argv[0]
-	// with HoldEnv, as UID) that keeps the ports after the daemon dies,
+	// with HoldEnv, as HolderUID) that keeps the ports after the daemon dies,
 	// closes its own copies and records both in PIDFile; readiness then
 	// also needs every socket to be the only one at its address (Check).
 	Listeners *Listeners
@@ -91,8 +91,10 @@ func Start(ctx context.Context, s Spec) (int, error) {
 		h.Dir = "/"
 		h.ExtraFiles = s.Listeners.held
 		h.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		rec.HolderUID = rec.UID
 		if s.UID >= 0 {
-			h.SysProcAttr.Credential = cmd.SysProcAttr.Credential
+			h.SysProcAttr.Credential = &syscall.Credential{Uid: HolderUID, Gid: HolderUID, Groups: []uint32{}}
+			rec.HolderUID = HolderUID
 		}
 		if err := h.Start(); err != nil {
 			return 0, fmt.Errorf("start the holder of the %s's ports %q: %w", s.Name, s.Argv[0], err)
