@@ -138,10 +138,10 @@ func TestDaemonPorts_TakenAfterACrash(t *testing.T) {
 			if err := json.Unmarshal([]byte(out), &st); err != nil {
 				t.Fatalf("status as uid %d: %v\n%s", uid, err, out)
 			}
-			if st.Gate.Health != nil || st.Gate.Error == "" {
-				t.Errorf("status as uid %d with the agent on the gate's port: %+v", uid, st.Gate)
+			if st.Gate.Health != nil || !strings.Contains(st.Gate.Error, "tcp 127.0.0.1:53443 is taken") || !strings.Contains(st.Gate.Error, "uid 1000") {
+				t.Errorf("status as uid %d with the agent on the gate's port: %+v, want it named with uid 1000", uid, st.Gate)
 			}
-			if out, ok := g.probeAs(uid, "verify", g.writeConfig(), "-", "-", "-"); ok || !strings.Contains(out, `"target":"name gate","ok":false`) {
+			if out, ok := g.probeAs(uid, "verify", g.writeConfig(), "-", "-", "-"); ok || !strings.Contains(out, `"target":"name gate","ok":false`) || !strings.Contains(out, "53443 is taken") {
 				t.Errorf("verify as uid %d with the agent on the gate's port: ok=%v %s", uid, ok, out)
 			}
 		}

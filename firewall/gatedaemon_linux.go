@@ -133,6 +133,9 @@ func readGateStatus(ctx context.Context, cfg Config) GateStatus {
 	switch {
 	case !alive:
 		gs.Error = "name gate not running (no live pid in " + cfg.StateDir + "/" + gatePIDFile + "): TCP to names' addresses is refused, static entries still pass"
+		if err := daemonpid.Taken(filepath.Join(cfg.StateDir, gatePIDFile), "name gate"); err != nil {
+			gs.Error += "; and " + err.Error()
+		}
 	case err != nil:
 		gs.Error = err.Error()
 	case h.PID != pid:

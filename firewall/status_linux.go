@@ -6,10 +6,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/coreos/go-iptables/iptables"
+
+	"github.com/devbox-dev/devbox/internal/daemonpid"
 )
 
 // ReadStatus reads the rules, counters, set sizes and the daemon's health.
@@ -68,6 +71,9 @@ func ReadStatus(ctx context.Context, cfg Config) (Status, error) {
 	switch {
 	case !alive:
 		st.Daemon.Error = "DNS filter not running (no live pid in " + cfg.StateDir + "/" + daemonPIDFile + "): names do not resolve, egress stays denied"
+		if err := daemonpid.Taken(filepath.Join(cfg.StateDir, daemonPIDFile), "DNS filter"); err != nil {
+			st.Daemon.Error += "; and " + err.Error()
+		}
 	case err != nil:
 		st.Daemon.Error = err.Error()
 	case h.PID != pid:

@@ -132,6 +132,8 @@ func Verify(ctx context.Context, cfg Config, t Targets) ([]Check, error) {
 // ones at its addresses. Whoever else answers on its port is a failure.
 func ownAnswer(name string, answered, pid int, alive bool, owns error) error {
 	switch {
+	case !alive && owns != nil:
+		return fmt.Errorf("pid %d answers, but %w", answered, owns)
 	case !alive:
 		return fmt.Errorf("pid %d answers, but no %s runs (its pidfile names no live process of its uid)", answered, name)
 	case answered != pid:

@@ -94,7 +94,11 @@ func Check(path, name string) (Record, error) {
 		return r, fmt.Errorf("%s: %w", name, err)
 	}
 	if err := r.Alive("/proc"); err != nil {
-		return r, fmt.Errorf("%s is not running (%s): %w", name, path, err)
+		err = fmt.Errorf("%s is not running (%s): %w", name, path, err)
+		if terr := r.taken(name); terr != nil {
+			err = fmt.Errorf("%w; and %w", err, terr)
+		}
+		return r, err
 	}
 	if err := r.owns(name); err != nil {
 		return r, err
@@ -106,7 +110,25 @@ func Check(path, name string) (Record, error) {
 	return r, nil
 }
 
-func (r Record) owns(name string) error {
+// Taken reports the sockets of other owners bound to the addresses of the
+// daemon recorded in path (nil when there are none, or no record): what
+// status says beside "not running" when a port was taken after a crash.
+func Taken(path, name string) error {
+	r, err := Load(path)
+	if err != nil {
+		return nil
+	}
+	return r.taken(name)
+}
+
+// owns checks every recorded address holds the daemon's socket and no
+// other.
+func (r Record) owns(name string) error { return r.check(name, true) }
+
+// taken checks no recorded address holds another owner's socket.
+func (r Record) taken(name string) error { return r.check(name, false) }
+
+func (r Record) check(name string, needMine bool) error {
 	var problems []string
 	for _, s := range r.Sockets {
 		ap, err := netip.ParseAddrPort(s.Addr)
@@ -130,7 +152,7 @@ func (r Record) owns(name string) error {
 		switch {
 		case len(foreign) > 0:
 			problems = append(problems, fmt.Sprintf("%s is taken by a socket that is not the %s's (%s)", a, name, describe(foreign, nil)))
-		case !mine:
+		case !mine && needMine:
 			problems = append(problems, fmt.Sprintf("%s: the %s's socket (inode %d) is gone", a, name, s.Inode))
 		}
 	}

@@ -130,6 +130,13 @@ func TestRun(t *testing.T) {
 			detail: "not proven to serve from its own sockets: tcp [::1]:53443 is taken by a socket that is not the name gate's (uid 1000",
 		},
 		{
+			name:   "name gate down, its port taken",
+			edit:   func(f map[string]string, _ *fakeSys) { delete(f, "/proc/43/status") },
+			owns:   map[string]string{"name gate": "name gate is not running (/run/devbox/gate.pid): pid 43 is not running; and tcp 127.0.0.1:53443 is taken by a socket that is not the name gate's (uid 1000, socket inode 9, bound to 127.0.0.1:53443)"},
+			want:   map[string]Level{"name gate": Fail, "dns filter": OK},
+			detail: "static IP entries still pass; name gate is not running (/run/devbox/gate.pid): pid 43 is not running; and tcp 127.0.0.1:53443 is taken",
+		},
+		{
 			name:   "dns filter's port taken",
 			owns:   map[string]string{"dns filter": "udp 127.0.0.1:53535 is taken by a socket that is not the DNS filter's (uid 1000, socket inode 7, bound to 0.0.0.0:53535)"},
 			want:   map[string]Level{"dns filter": Fail, "name gate": OK},
