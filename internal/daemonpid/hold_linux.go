@@ -4,13 +4,15 @@ package daemonpid
 
 import (
 	"os"
+	"os/exec"
 	"os/signal"
+	"strconv"
 	"syscall"
 )
 
 // HoldEnv, set to "1", makes any program that imports this package (the
-// devbox binary, a test binary: Start runs the daemon's own Argv[0]) a
-// holder instead of itself, before its main runs: it keeps the
+// devbox binary, a test binary: Start runs the daemon's own Argv[0] where
+// there is no sleep(1), see holdCommand) a holder instead of itself, before its main runs: it keeps the
 // descriptors it inherited and waits for SIGTERM. It reads nothing and
 // serves nothing.
 const HoldEnv = "DEVBOX_HOLD_SOCKETS"
@@ -30,4 +32,26 @@ func init() {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	<-sig
 	os.Exit(0)
+}
+
+// sleepPaths are where holdCommand looks for sleep(1).
+var sleepPaths = []string{"/usr/bin/sleep", "/bin/sleep"}
+
+// holdCommand is the holder for a daemon run by self: sleep(1) for 68
+// years when the system has it at a fixed path (108 KiB of private memory
+// where the devbox binary, its packages initialized, dirties 16 MiB; a
+// fixed path, not $PATH, so no directory on the search path decides what
+// holds the ports), else self with HoldEnv. Either keeps the descriptors
+// it inherits and dies on SIGTERM.
+func holdCommand(self string) *exec.Cmd {
+	for _, p := range sleepPaths {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			cmd := exec.Command(p, strconv.Itoa(1<<31-1))
+			cmd.Env = []string{}
+			return cmd
+		}
+	}
+	cmd := exec.Command(self)
+	cmd.Env = []string{HoldEnv + "=1"}
+	return cmd
 }

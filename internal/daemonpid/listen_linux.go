@@ -23,13 +23,13 @@ import (
 //     the socket's inode, recorded in root's pidfile;
 //   - every socket has SO_REUSEPORT, so on a restart root binds the
 //     successor while the old daemon still holds the port. The kernel lets
-//     a socket join a SO_REUSEPORT group only when its owner's uid is the
-//     group's, so the agent's uid can neither join nor take the port in
-//     between: it is never free for a moment from the first start on.
+//     a socket share a port with SO_REUSEPORT sockets only when its
+//     owner's uid is theirs, so the agent's uid can neither join them nor
+//     take the port in between.
 //   - UDP sockets never set SO_REUSEADDR: two UDP sockets that both set it
 //     share a port whatever their owners.
-//   - a holder process, started with the daemon as its uid, keeps the port
-//     after the daemon dies (a crash, the out-of-memory killer), until the
+//   - a holder process (HoldEnv, as HolderUID), started with the daemon,
+//     keeps the port after the daemon dies (a crash, the out-of-memory killer), until the
 //     next apply replaces both: for TCP a second socket bound to the
 //     address that never listens (a client is refused at once, as by a
 //     closed port), for UDP the daemon's socket itself (a query goes
@@ -58,7 +58,7 @@ type Listeners struct {
 	// Notes say what was left out and why (IPv6 off in the kernel).
 	Notes []string
 	files []*os.File
-	// held are what the daemon's holder keeps (see hold): per TCP
+	// held are what the daemon's holder keeps (see HoldEnv): per TCP
 	// address a socket bound to it that never listens, and the UDP
 	// sockets themselves.
 	held []*os.File

@@ -306,3 +306,63 @@ func TestInherit_Refuses(t *testing.T) {
 		t.Error("Inherit left the variable set")
 	}
 }
+
+// TestHold: the holder is sleep(1) where the system has it, else the
+// daemon's own binary with HoldEnv; either keeps a killed daemon's ports.
+func TestHold(t *testing.T) {
+	devboxtest.RequireRoot(t)
+	trustedOwner = 0
+	defer func() { trustedOwner = os.Geteuid() }()
+	bin := copyBinary(t)
+	for _, tc := range []struct {
+		name  string
+		paths []string
+		want  string // the holder's argv[0]
+	}{
+		{"sleep", sleepPaths, "/usr/bin/sleep"},
+		{"no sleep: the daemon's binary", nil, bin},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			saved := sleepPaths
+			sleepPaths = tc.paths
+			defer func() { sleepPaths = saved }()
+			port := freePort(t)
+			ls, err := Listen("test daemon", addrsAt(port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			pidfile := filepath.Join(dir, "test.pid")
+			pid, err := Start(context.Background(), Spec{Name: "test daemon", Argv: []string{bin}, Env: []string{helperEnv + "=daemon"},
+				UID: 997, GID: 997, Output: os.Stderr, PIDFile: pidfile, Listeners: ls,
+				Ready: func(context.Context, int) error { return nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer Stop(pidfile)
+			rec, _ := Load(pidfile)
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", rec.Holder))
+			if argv0, _, _ := strings.Cut(string(cmdline), "\x00"); argv0 != tc.want {
+				t.Errorf("holder runs %q, want %s", cmdline, tc.want)
+			}
+			if err := rec.HolderAlive("/proc"); err != nil || rec.HolderUID != HolderUID {
+				t.Errorf("holder: %v, uid %d", err, rec.HolderUID)
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+			for i := 0; rec.Alive("/proc") == nil; i++ {
+				if i == 100 {
+					t.Fatal("the daemon survived SIGKILL")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			s := agent(t, bin, addrsAt(port))
+			time.Sleep(100 * time.Millisecond)
+			if took, tries := s.Stop(); len(took) > 0 || tries == 0 {
+				t.Errorf("the agent took %q in %d tries with the daemon dead", took, tries)
+			}
+			if err := Stop(pidfile); err != nil || rec.HolderAlive("/proc") == nil {
+				t.Errorf("Stop left the holder: %v", err)
+			}
+		})
+	}
+}

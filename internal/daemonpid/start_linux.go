@@ -86,8 +86,7 @@ func Start(ctx context.Context, s Spec) (int, error) {
 	if s.Listeners != nil && len(s.Listeners.held) > 0 {
 		// The holder first: from here on, a process other than root's
 		// apply keeps the ports, whatever becomes of the daemon.
-		h := exec.Command(s.Argv[0])
-		h.Env = []string{HoldEnv + "=1"}
+		h := holdCommand(s.Argv[0])
 		h.Dir = "/"
 		h.ExtraFiles = s.Listeners.held
 		h.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
