@@ -65,7 +65,7 @@ secrets from the secrets directory on every request, and logs each request's
 route and the secret's fingerprint, never its value.`,
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "policy", Value: layout.PolicyPath, Usage: "policy `FILE` whose credentials section names the routes"},
-				&cli.StringFlag{Name: "listen", Value: layout.GatewayAddr, Usage: "loopback `ADDR` of the socket the fence hands over (it never binds one itself)"},
+				&cli.StringFlag{Name: "listen", Value: layout.GatewayAddr, Usage: "loopback `ADDR` to listen on"},
 				secretDirFlag,
 			},
 			Action: func(c *cli.Context) error {
