@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -38,6 +39,13 @@ func StartDNS(ctx context.Context, cfg Config, opts DaemonOptions) (int, error) 
 	if err != nil {
 		return 0, err
 	}
+	// The new filter's sockets first, while the old filter still holds
+	// the port: it is never free for another process to take.
+	ls, err := daemonpid.Listen("DNS filter", dnsAddrs(cfg))
+	if err != nil {
+		return 0, fmt.Errorf("firewall: %w", err)
+	}
+	defer ls.Close()
 	if err := StopDNS(cfg); err != nil {
 		return 0, err
 	}
@@ -78,15 +86,30 @@ func StartDNS(ctx context.Context, cfg Config, opts DaemonOptions) (int, error) 
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(cfg.DNSPort)))
 	return startDaemon(ctx, cfg, opts, daemon{
 		name:       "DNS filter",
+		listeners:  ls,
 		configFile: daemonConfigFile,
 		pidFile:    daemonPIDFile,
 		errFile:    daemonErrFile,
 		caps:       []uintptr{unix.CAP_NET_ADMIN},
-		ready: func(ctx context.Context, _ int) error {
-			_, err := QueryHealth(ctx, addr)
+		ready: func(ctx context.Context, pid int) error {
+			h, err := QueryHealth(ctx, addr)
+			if err == nil && h.PID != pid {
+				err = fmt.Errorf("pid %d answers on %s, not the DNS filter just started (pid %d)", h.PID, addr, pid)
+			}
 			return err
 		},
 	})
+}
+
+// dnsAddrs are the DNS filter's sockets: UDP and TCP on both loopback
+// addresses.
+func dnsAddrs(cfg Config) []daemonpid.Addr {
+	var out []daemonpid.Addr
+	for _, host := range []string{"127.0.0.1", "::1"} {
+		ap := netip.AddrPortFrom(netip.MustParseAddr(host), cfg.DNSPort)
+		out = append(out, daemonpid.Addr{Net: "udp", Addr: ap}, daemonpid.Addr{Net: "tcp", Addr: ap})
+	}
+	return out
 }
 
 // withDefaults fills in the daemon's account (uid, its own group) and the
@@ -110,6 +133,9 @@ type daemon struct {
 	name                         string // for errors
 	configFile, pidFile, errFile string // under Config.StateDir
 	caps                         []uintptr
+	// listeners are its sockets (daemonpid.Listen), made before the
+	// daemon it replaces was stopped.
+	listeners *daemonpid.Listeners
 	// ready reports whether the process pid answers its health query.
 	ready func(ctx context.Context, pid int) error
 }
@@ -140,15 +166,16 @@ func startDaemon(ctx context.Context, cfg Config, opts DaemonOptions, d daemon) 
 		}
 	}
 	pid, err := daemonpid.Start(ctx, daemonpid.Spec{
-		Name:    d.name,
-		Argv:    append(append([]string(nil), opts.Command...), "--config", cfgPath),
-		Env:     opts.Env,
-		UID:     opts.UID,
-		GID:     opts.GID,
-		Caps:    d.caps,
-		Output:  errFile,
-		PIDFile: filepath.Join(cfg.StateDir, d.pidFile),
-		Wait:    opts.Wait,
+		Name:      d.name,
+		Argv:      append(append([]string(nil), opts.Command...), "--config", cfgPath),
+		Env:       opts.Env,
+		UID:       opts.UID,
+		GID:       opts.GID,
+		Caps:      d.caps,
+		Output:    errFile,
+		PIDFile:   filepath.Join(cfg.StateDir, d.pidFile),
+		Listeners: d.listeners,
+		Wait:      opts.Wait,
 		Ready: func(ctx context.Context, pid int) error {
 			hctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			defer cancel()
@@ -194,6 +221,15 @@ func handOver(path string, opts DaemonOptions) error {
 func DaemonPID(cfg Config) (int, bool) {
 	cfg = cfg.WithDefaults()
 	return daemonpid.Read(filepath.Join(cfg.StateDir, daemonPIDFile), "/proc")
+}
+
+// CheckDNS proves the DNS filter recorded in the pidfile runs, as its uid,
+// and is the only holder of its sockets (daemonpid.Check): a port someone
+// else took is an error that names it and its holder.
+func CheckDNS(cfg Config) error {
+	cfg = cfg.WithDefaults()
+	_, err := daemonpid.Check(filepath.Join(cfg.StateDir, daemonPIDFile), "DNS filter")
+	return err
 }
 
 // StopDNS stops the daemon named by the pidfile, if it runs.

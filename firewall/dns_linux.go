@@ -23,6 +23,8 @@ import (
 
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
+
+	"github.com/devbox-dev/devbox/internal/daemonpid"
 )
 
 // filter is the DNS filter: it answers only names the Config allows and
@@ -617,25 +619,17 @@ func RunDNS(ctx context.Context, cfg Config) error {
 			pc.Close()
 		}
 	}()
-	for _, host := range []string{"127.0.0.1", "::1"} {
-		addr := net.JoinHostPort(host, fmt.Sprint(cfg.DNSPort))
-		pc, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			if host == "::1" {
-				// Docker disables IPv6 in containers without an IPv6
-				// network: then there is no IPv6 DNS to redirect either.
-				fmt.Fprintf(f.errw, "devbox dns: no IPv6 listener: %v\n", err)
-				continue
-			}
-			return fmt.Errorf("firewall dns: listen %s: %w", addr, err)
-		}
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			pc.Close()
-			return fmt.Errorf("firewall dns: listen %s: %w", addr, err)
-		}
-		pcs = append(pcs, pc.(*net.UDPConn))
+	// Root made the sockets and handed them over (StartDNS): the filter
+	// never binds its port itself.
+	in, err := daemonpid.Inherit("DNS filter")
+	if err != nil {
+		return fmt.Errorf("firewall dns: %w", err)
+	}
+	for _, l := range in.TCP {
 		servers = append(servers, &dns.Server{Listener: l, Handler: f})
+	}
+	for _, pc := range in.UDP {
+		pcs = append(pcs, pc.(*net.UDPConn))
 	}
 	errc := make(chan error, len(servers)+len(pcs)+2)
 	for _, srv := range servers {

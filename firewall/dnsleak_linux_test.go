@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/devbox-dev/devbox/internal/daemonpid"
 	"github.com/devbox-dev/devbox/internal/devboxtest"
 )
 
@@ -43,6 +44,15 @@ func helperDNSLeak() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var out leakOut
+	// Root's sockets, as StartDNS hands them over.
+	ls, err := daemonpid.Listen("DNS filter", dnsAddrs(cfg))
+	if err == nil {
+		err = ls.Export()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if err := RunDNS(ctx, cfg); err != nil {
 		out.RunErr = err.Error()
 	}

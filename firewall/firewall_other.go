@@ -16,6 +16,8 @@ func DenyAll(context.Context, Config) error                        { return errU
 func RunDNS(context.Context, Config) error                         { return errUnsupported }
 func StartDNS(context.Context, Config, DaemonOptions) (int, error) { return 0, errUnsupported }
 func StopDNS(Config) error                                         { return errUnsupported }
+func CheckDNS(Config) error                                        { return errUnsupported }
+func CheckGate(Config) error                                       { return errUnsupported }
 func DaemonPID(Config) (int, bool)                                 { return 0, false }
 func Warm(context.Context, Config) []string                        { return []string{errUnsupported.Error()} }
 func ReadStatus(context.Context, Config) (Status, error)           { return Status{}, errUnsupported }

@@ -92,23 +92,9 @@ func RunGate(ctx context.Context, cfg Config) error {
 		pipes:  newPipePool(32),
 		errw:   boundedStderr(),
 	}
-	// The accepted sockets' peers are local processes, whose end the
-	// kernel reports: no keep-alive probes (and no four setsockopt calls
-	// per connection) on them. The dialed side keeps the default.
-	lc := net.ListenConfig{KeepAlive: -1}
-	var ls []*net.TCPListener
-	for _, host := range []string{"127.0.0.1", "::1"} {
-		addr := net.JoinHostPort(host, strconv.Itoa(int(cfg.GatePort)))
-		l, err := lc.Listen(ctx, "tcp", addr)
-		if err != nil {
-			if host == "::1" {
-				// No IPv6 in the container: no IPv6 to redirect either.
-				fmt.Fprintf(g.errw, "devbox gate: no IPv6 listener: %v\n", err)
-				continue
-			}
-			return fmt.Errorf("firewall gate: listen %s: %w", addr, err)
-		}
-		ls = append(ls, l.(*net.TCPListener))
+	ls, err := gateListeners()
+	if err != nil {
+		return err
 	}
 	go func() {
 		t := time.NewTicker(time.Minute)

@@ -5,6 +5,8 @@ package firewall
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -28,14 +30,21 @@ const (
 // and returns 0.
 func StartGate(ctx context.Context, cfg Config, opts DaemonOptions) (int, error) {
 	cfg = cfg.WithDefaults()
-	if err := StopGate(cfg); err != nil {
-		return 0, err
-	}
 	if !cfg.Gate {
-		return 0, nil
+		return 0, StopGate(cfg)
 	}
 	opts, err := opts.withDefaults("StartGate", layout.GateUID)
 	if err != nil {
+		return 0, err
+	}
+	// The new gate's sockets first, while the old gate still holds the
+	// port (see daemonpid.Listen).
+	ls, err := daemonpid.Listen("name gate", gateAddrs(cfg))
+	if err != nil {
+		return 0, fmt.Errorf("firewall: %w", err)
+	}
+	defer ls.Close()
+	if err := StopGate(cfg); err != nil {
 		return 0, err
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
@@ -47,6 +56,7 @@ func StartGate(ctx context.Context, cfg Config, opts DaemonOptions) (int, error)
 		configFile: gateConfigFile,
 		pidFile:    gatePIDFile,
 		errFile:    gateErrFile,
+		listeners:  ls,
 		ready: func(ctx context.Context, pid int) error {
 			h, err := QueryGateHealth(ctx, addr)
 			if err == nil && h.PID != pid {
@@ -59,11 +69,45 @@ func StartGate(ctx context.Context, cfg Config, opts DaemonOptions) (int, error)
 	})
 }
 
+// gateAddrs are the gate's sockets: TCP on both loopback addresses.
+func gateAddrs(cfg Config) []daemonpid.Addr {
+	var out []daemonpid.Addr
+	for _, host := range []string{"127.0.0.1", "::1"} {
+		out = append(out, daemonpid.Addr{Net: "tcp", Addr: netip.AddrPortFrom(netip.MustParseAddr(host), cfg.GatePort)})
+	}
+	return out
+}
+
+// gateListeners are the sockets root handed to this gate (StartGate): it
+// never binds its port itself.
+func gateListeners() ([]*net.TCPListener, error) {
+	in, err := daemonpid.Inherit("name gate")
+	if err != nil {
+		return nil, fmt.Errorf("firewall gate: %w", err)
+	}
+	var ls []*net.TCPListener
+	for _, l := range in.TCP {
+		ls = append(ls, l.(*net.TCPListener))
+	}
+	if len(ls) == 0 || len(in.UDP) > 0 {
+		in.Close()
+		return nil, fmt.Errorf("firewall gate: handed %d TCP and %d UDP sockets, want TCP only", len(in.TCP), len(in.UDP))
+	}
+	return ls, nil
+}
+
 // GatePID returns the pid in the gate's pidfile and whether that process is
 // the gate StartGate started (see DaemonPID for why the start time).
 func GatePID(cfg Config) (int, bool) {
 	cfg = cfg.WithDefaults()
 	return daemonpid.Read(filepath.Join(cfg.StateDir, gatePIDFile), "/proc")
+}
+
+// CheckGate is CheckDNS for the name gate.
+func CheckGate(cfg Config) error {
+	cfg = cfg.WithDefaults()
+	_, err := daemonpid.Check(filepath.Join(cfg.StateDir, gatePIDFile), "name gate")
+	return err
 }
 
 // StopGate stops the gate named by the pidfile, if it runs.
@@ -89,11 +133,20 @@ func readGateStatus(ctx context.Context, cfg Config) GateStatus {
 	switch {
 	case !alive:
 		gs.Error = "name gate not running (no live pid in " + cfg.StateDir + "/" + gatePIDFile + "): TCP to names' addresses is refused, static entries still pass"
+		if err := daemonpid.Taken(filepath.Join(cfg.StateDir, gatePIDFile), "name gate"); err != nil {
+			gs.Error += "; and " + err.Error()
+		}
 	case err != nil:
 		gs.Error = err.Error()
 	case h.PID != pid:
 		gs.Error = fmt.Sprintf("pid %d answers on %s, not the gate (pid %d)", h.PID, gateAddr(cfg), pid)
 	default:
+		// The answer came from the gate; but do its ports belong to it
+		// alone? (Asked after the answer: a port taken since shows.)
+		if err := CheckGate(cfg); err != nil {
+			gs.Error = err.Error()
+			break
+		}
 		gs.Health = &h
 	}
 	return gs

@@ -40,6 +40,8 @@ func TestMain(m *testing.M) {
 		os.Exit(helperApply())
 	case "probe":
 		os.Exit(helperProbe(os.Args[1:]))
+	case "squat":
+		os.Exit(helperSquat(os.Args[1:]))
 	case "embedded":
 		os.Exit(helperEmbeddedDNS(os.Args[1:]))
 	default:

@@ -4,11 +4,15 @@ package firewall
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/coreos/go-iptables/iptables"
+
+	"github.com/devbox-dev/devbox/internal/daemonpid"
 )
 
 // ReadStatus reads the rules, counters, set sizes and the daemon's health.
@@ -62,13 +66,24 @@ func ReadStatus(ctx context.Context, cfg Config) (Status, error) {
 	}
 	pid, alive := DaemonPID(cfg)
 	st.Daemon = DaemonStatus{PID: pid, Running: alive}
-	h, err := QueryHealth(ctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(int(cfg.DNSPort))))
-	if err != nil {
-		st.Daemon.Error = err.Error()
-		if !alive {
-			st.Daemon.Error = "DNS filter not running (no live pid in " + cfg.StateDir + "/" + daemonPIDFile + "): names do not resolve, egress stays denied"
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(cfg.DNSPort)))
+	h, err := QueryHealth(ctx, addr)
+	switch {
+	case !alive:
+		st.Daemon.Error = "DNS filter not running (no live pid in " + cfg.StateDir + "/" + daemonPIDFile + "): names do not resolve, egress stays denied"
+		if err := daemonpid.Taken(filepath.Join(cfg.StateDir, daemonPIDFile), "DNS filter"); err != nil {
+			st.Daemon.Error += "; and " + err.Error()
 		}
-	} else {
+	case err != nil:
+		st.Daemon.Error = err.Error()
+	case h.PID != pid:
+		st.Daemon.Error = fmt.Sprintf("pid %d answers on %s, not the DNS filter (pid %d)", h.PID, addr, pid)
+	default:
+		// After the answer, so that a port taken since shows.
+		if err := CheckDNS(cfg); err != nil {
+			st.Daemon.Error = err.Error()
+			break
+		}
 		st.Daemon.Health = &h
 	}
 	st.Gate = readGateStatus(ctx, cfg)

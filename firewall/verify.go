@@ -58,10 +58,14 @@ func Verify(ctx context.Context, cfg Config, t Targets) ([]Check, error) {
 	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	h, err := QueryHealth(hctx, net.JoinHostPort("127.0.0.1", fmt.Sprint(cfg.DNSPort)))
 	cancel()
+	if err == nil {
+		pid, alive := DaemonPID(cfg)
+		err = ownAnswer("DNS filter", h.PID, pid, alive, CheckDNS(cfg))
+	}
 	if err != nil {
 		checks = append(checks, Check{"daemon", "dns filter", false, err.Error()})
 	} else {
-		checks = append(checks, Check{"daemon", "dns filter", true, fmt.Sprintf("pid %d answers, upstreams %s", h.PID, strings.Join(h.Upstreams, ","))})
+		checks = append(checks, Check{"daemon", "dns filter", true, fmt.Sprintf("pid %d answers from its own sockets, upstreams %s", h.PID, strings.Join(h.Upstreams, ","))})
 	}
 	if cfg.Gate {
 		checks = append(checks, verifyGate(ctx, cfg)...)
@@ -122,6 +126,22 @@ func Verify(ctx context.Context, cfg Config, t Targets) ([]Check, error) {
 	return checks, nil
 }
 
+// ownAnswer says whether a daemon's health answer proves it serves: the
+// pid that answered is the one its pidfile records (pid, alive), and owns
+// (CheckDNS, CheckGate, asked after the answer) found its sockets the only
+// ones at its addresses. Whoever else answers on its port is a failure.
+func ownAnswer(name string, answered, pid int, alive bool, owns error) error {
+	switch {
+	case !alive && owns != nil:
+		return fmt.Errorf("pid %d answers, but %w", answered, owns)
+	case !alive:
+		return fmt.Errorf("pid %d answers, but no %s runs (its pidfile names no live process of its uid)", answered, name)
+	case answered != pid:
+		return fmt.Errorf("pid %d answers, not the %s (pid %d)", answered, name, pid)
+	}
+	return owns
+}
+
 // gateCheckName is the SNI verify sends to an allowed name's address: .invalid
 // is reserved (RFC 6761), so no policy allows it.
 const gateCheckName = "gate-check.devbox.invalid"
@@ -136,10 +156,14 @@ func verifyGate(ctx context.Context, cfg Config) []Check {
 		return QueryGateHealth(hctx, gateAddr(cfg))
 	}
 	h, err := health()
+	if err == nil {
+		pid, alive := GatePID(cfg)
+		err = ownAnswer("name gate", h.PID, pid, alive, CheckGate(cfg))
+	}
 	if err != nil {
 		return []Check{{"daemon", "name gate", false, err.Error()}}
 	}
-	out := []Check{{"daemon", "name gate", true, fmt.Sprintf("pid %d answers, %d passed, %d refused", h.PID, h.Passed, h.Refused)}}
+	out := []Check{{"daemon", "name gate", true, fmt.Sprintf("pid %d answers from its own sockets, %d passed, %d refused", h.PID, h.Passed, h.Refused)}}
 	target := ""
 	for _, d := range cfg.Allow {
 		if d.Name == "" || d.Wildcard {

@@ -95,6 +95,17 @@ The exit status is 1 when something that should be enforced is not.`,
 				}
 				return gateCounters(h), nil
 			},
+			Owns: func(check string) error {
+				// Every devbox container's daemons keep their pidfiles in
+				// the default state directory.
+				switch check {
+				case "dns filter":
+					return firewall.CheckDNS(firewall.Config{})
+				case "name gate":
+					return firewall.CheckGate(firewall.Config{})
+				}
+				return gateway.Check(layout.RunDir)
+			},
 			IsolatedWorkspace: os.Getenv(layout.IsolatedWorkspaceEnv),
 			GitPaths: func(ws string) ([]string, error) {
 				r, err := gitaudit.Scan(ws)

@@ -76,7 +76,7 @@ var firewallApplyCommand = &cli.Command{
 
 var firewallDNSCommand = &cli.Command{
 	Name:  "dns",
-	Usage: "run the DNS filter in the foreground (apply starts it detached)",
+	Usage: "run the DNS filter in the foreground (apply starts it detached, on sockets root made: it never binds its own)",
 	Flags: firewallConfigFlags,
 	Action: func(c *cli.Context) error {
 		cfg, err := loadFirewallConfig(c)
@@ -89,7 +89,7 @@ var firewallDNSCommand = &cli.Command{
 
 var firewallGateCommand = &cli.Command{
 	Name:  "gate",
-	Usage: "run the name gate in the foreground (apply starts it detached)",
+	Usage: "run the name gate in the foreground (apply starts it detached, on sockets root made: it never binds its own)",
 	Description: `The name gate receives every TCP connection to an address an allowed name
 resolved to, reads its TLS SNI or HTTP Host, and splices it to its
 destination only when that name is allowed on that port and resolved to that

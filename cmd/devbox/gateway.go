@@ -96,7 +96,8 @@ route and the secret's fingerprint, never its value.`,
 				if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
 					return fmt.Errorf("gateway run: --listen %q: want a loopback address and port", c.String("listen"))
 				}
-				ln, err := net.Listen("tcp", c.String("listen"))
+				// Root made the socket and handed it over (gateway.Start).
+				ln, err := gateway.Listener(c.String("listen"))
 				if err != nil {
 					return fmt.Errorf("gateway run: %w", err)
 				}

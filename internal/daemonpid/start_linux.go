@@ -31,6 +31,13 @@ type Spec struct {
 	Output *os.File
 	// PIDFile is where Start records it (see Write).
 	PIDFile string
+	// Listeners are the sockets it serves on, made by Listen before the
+	// daemon it replaces was stopped. Start hands them over at descriptors
+	// 3, 4, … (ListenEnv says which is which), starts a holder (Argv[0]
+	// with HoldEnv, as HolderUID) that keeps the ports after the daemon dies,
+	// closes its own copies and records both in PIDFile; readiness then
+	// also needs every socket to be the only one at its address (Check).
+	Listeners *Listeners
 	// Ready reports whether the process pid answers; Start calls it every
 	// Poll until it returns nil, the process exits, or Wait passes.
 	Ready func(ctx context.Context, pid int) error
@@ -55,6 +62,19 @@ func Start(ctx context.Context, s Spec) (int, error) {
 	}
 	cmd := exec.Command(s.Argv[0], s.Argv[1:]...)
 	cmd.Env = s.Env
+	rec := Record{UID: s.UID}
+	if s.UID < 0 {
+		rec.UID = os.Geteuid()
+	}
+	if s.Listeners != nil {
+		defer s.Listeners.Close()
+		cmd.ExtraFiles = s.Listeners.files
+		cmd.Env = append(append([]string(nil), s.Env...), s.Listeners.env(3))
+		rec.Sockets, rec.Notes = s.Listeners.Sockets, s.Listeners.Notes
+		for _, n := range rec.Notes {
+			fmt.Fprintln(s.Output, n)
+		}
+	}
 	cmd.Dir = s.Dir
 	cmd.Stdout, cmd.Stderr = s.Output, s.Output
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -62,10 +82,34 @@ func Start(ctx context.Context, s Spec) (int, error) {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(s.UID), Gid: uint32(s.GID), Groups: []uint32{}}
 		cmd.SysProcAttr.AmbientCaps = s.Caps
 	}
+	stopHolder := func() {}
+	if s.Listeners != nil && len(s.Listeners.held) > 0 {
+		// The holder first: from here on, a process other than root's
+		// apply keeps the ports, whatever becomes of the daemon.
+		h := holdCommand(s.Argv[0])
+		h.Dir = "/"
+		h.ExtraFiles = s.Listeners.held
+		h.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		rec.HolderUID = rec.UID
+		if s.UID >= 0 {
+			h.SysProcAttr.Credential = &syscall.Credential{Uid: HolderUID, Gid: HolderUID, Groups: []uint32{}}
+			rec.HolderUID = HolderUID
+		}
+		if err := h.Start(); err != nil {
+			return 0, fmt.Errorf("start the holder of the %s's ports %q: %w", s.Name, s.Argv[0], err)
+		}
+		go h.Wait()
+		rec.Holder = h.Process.Pid
+		stopHolder = func() { h.Process.Kill() }
+	}
 	if err := cmd.Start(); err != nil {
+		stopHolder()
 		return 0, fmt.Errorf("start %s %q: %w", s.Name, s.Argv[0], err)
 	}
+	// The daemon and its holder have the sockets now: root's copies go.
+	s.Listeners.Close()
 	pid := cmd.Process.Pid
+	rec.PID = pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	died := func(werr error) error {
@@ -73,9 +117,10 @@ func Start(ctx context.Context, s Spec) (int, error) {
 		if s.Tail != nil {
 			tail = s.Tail()
 		}
+		stopHolder()
 		return fmt.Errorf("%s exited (%v): %s", s.Name, werr, tail)
 	}
-	if err := Write(s.PIDFile, pid); err != nil {
+	if err := Write(s.PIDFile, rec); err != nil {
 		// Most often it has exited already (a bad config): say that.
 		select {
 		case werr := <-exited:
@@ -83,11 +128,16 @@ func Start(ctx context.Context, s Spec) (int, error) {
 		case <-time.After(100 * time.Millisecond):
 		}
 		cmd.Process.Kill()
+		stopHolder()
 		return 0, fmt.Errorf("%s: %w", s.Name, err)
 	}
 	deadline := time.Now().Add(s.Wait)
 	for {
 		err := s.Ready(ctx, pid)
+		if err == nil {
+			// It answers; but from its own sockets?
+			err = rec.owns(s.Name)
+		}
 		if err == nil {
 			return pid, nil
 		}
@@ -98,6 +148,7 @@ func Start(ctx context.Context, s Spec) (int, error) {
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
+			stopHolder()
 			return 0, fmt.Errorf("%s did not answer within %v: %w", s.Name, s.Wait, err)
 		}
 	}

@@ -121,10 +121,39 @@ func (c *checker) dnsFilter() {
 	pids := c.procs(c.o.DNSUID)
 	if len(pids) == 0 {
 		c.add("dns filter", Fail, "restart the container: the entrypoint starts the filter again",
-			"the DNS filter (uid %d) is not running: no name resolves, so egress by name is denied (fail closed, not open)", c.o.DNSUID)
+			"the DNS filter (uid %d) is not running: no name resolves, so egress by name is denied (fail closed, not open)%s", c.o.DNSUID, c.record("dns filter"))
 		return
 	}
-	c.add("dns filter", OK, "", "running as uid %d (pid %v); all DNS is redirected to it", c.o.DNSUID, pids)
+	if c.owns("dns filter") {
+		c.add("dns filter", OK, "", "running as uid %d (pid %v); all DNS is redirected to it", c.o.DNSUID, pids)
+	}
+}
+
+// record is what Owns says of a daemon found not running ("" without
+// Owns): its record's view, with any port another owner took since.
+func (c *checker) record(check string) string {
+	if c.o.Owns == nil {
+		return ""
+	}
+	if err := c.o.Owns(check); err != nil {
+		return "; " + err.Error()
+	}
+	return ""
+}
+
+// owns reports whether the daemon of check serves from its own sockets,
+// adding a failure when it does not: a process that answers on its port
+// in its place is not it.
+func (c *checker) owns(check string) bool {
+	if c.o.Owns == nil {
+		return true
+	}
+	if err := c.o.Owns(check); err != nil {
+		c.add(check, Fail, "restart the container: the entrypoint makes the daemon's sockets again, and fails closed while another process holds its port",
+			"not proven to serve from its own sockets: %v", err)
+		return false
+	}
+	return true
 }
 
 // gate checks the name gate: without it TCP to allowed names' addresses
@@ -136,7 +165,7 @@ func (c *checker) gate(ctx context.Context) {
 	pids := c.procs(c.o.GateUID)
 	if len(pids) == 0 {
 		c.add("name gate", Fail, "restart the container: the entrypoint starts the gate again",
-			"the name gate (uid %d) is not running: TCP to allowed names is refused (fail closed, not open); static IP entries still pass", c.o.GateUID)
+			"the name gate (uid %d) is not running: TCP to allowed names is refused (fail closed, not open); static IP entries still pass%s", c.o.GateUID, c.record("name gate"))
 		return
 	}
 	detail := fmt.Sprintf("running as uid %d (pid %v); TCP to allowed names must carry an allowed TLS SNI or HTTP Host", c.o.GateUID, pids)
@@ -148,7 +177,9 @@ func (c *checker) gate(ctx context.Context) {
 		}
 		detail += "; " + h
 	}
-	c.add("name gate", OK, "", "%s", detail)
+	if c.owns("name gate") {
+		c.add("name gate", OK, "", "%s", detail)
+	}
 }
 
 func (c *checker) self() (entrypoint.ProcStatus, bool) {
@@ -457,6 +488,9 @@ func (c *checker) credentials(ctx context.Context) {
 	if err != nil {
 		c.add("credential gateway", Fail, "restart the container: the entrypoint starts the gateway again",
 			"the credential gateway does not answer: %v; requests to the protected hosts fail (closed, not open)", err)
+		return
+	}
+	if !c.owns("credential gateway") {
 		return
 	}
 	for _, r := range routes {

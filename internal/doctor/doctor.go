@@ -89,6 +89,11 @@ type Options struct {
 	// GateHealth, when set, reads the gate's counters, summarized in a few
 	// words, for the gate's line.
 	GateHealth func(context.Context) (string, error)
+	// Owns, when set, proves the daemon of a check ("dns filter", "name
+	// gate", "credential gateway") serves from the sockets root made for
+	// it (firewall.CheckDNS, firewall.CheckGate, gateway.Check); its error
+	// names a port someone else took.
+	Owns func(check string) error
 	// Routes, when set (the policy has credentials), asks the credential
 	// gateway for its routes; DialDirect tries a direct TCP connection to
 	// a protected host's port 443 from this process, which must fail.

@@ -87,7 +87,8 @@ func TestRun(t *testing.T) {
 		edit     func(files map[string]string, s *fakeSys)
 		want     map[string]Level // check → level of its first finding
 		enforced bool
-		detail   string // a substring the text report must contain
+		detail   string            // a substring the text report must contain
+		owns     map[string]string // check → why its daemon's sockets are not its own
 	}{
 		{
 			name:     "fenced, as the user",
@@ -121,6 +122,25 @@ func TestRun(t *testing.T) {
 			edit:   func(f map[string]string, _ *fakeSys) { delete(f, "/proc/43/status") },
 			want:   map[string]Level{"name gate": Fail, "dns filter": OK},
 			detail: "TCP to allowed names is refused (fail closed, not open)",
+		},
+		{
+			name:   "name gate's port taken",
+			owns:   map[string]string{"name gate": "tcp [::1]:53443 is taken by a socket that is not the name gate's (uid 1000, socket inode 4242, bound to [::1]:53443)"},
+			want:   map[string]Level{"name gate": Fail, "dns filter": OK},
+			detail: "not proven to serve from its own sockets: tcp [::1]:53443 is taken by a socket that is not the name gate's (uid 1000",
+		},
+		{
+			name:   "name gate down, its port taken",
+			edit:   func(f map[string]string, _ *fakeSys) { delete(f, "/proc/43/status") },
+			owns:   map[string]string{"name gate": "name gate is not running (/run/devbox/gate.pid): pid 43 is not running; and tcp 127.0.0.1:53443 is taken by a socket that is not the name gate's (uid 1000, socket inode 9, bound to 127.0.0.1:53443)"},
+			want:   map[string]Level{"name gate": Fail, "dns filter": OK},
+			detail: "static IP entries still pass; name gate is not running (/run/devbox/gate.pid): pid 43 is not running; and tcp 127.0.0.1:53443 is taken",
+		},
+		{
+			name:   "dns filter's port taken",
+			owns:   map[string]string{"dns filter": "udp 127.0.0.1:53535 is taken by a socket that is not the DNS filter's (uid 1000, socket inode 7, bound to 0.0.0.0:53535)"},
+			want:   map[string]Level{"dns filter": Fail, "name gate": OK},
+			detail: "udp 127.0.0.1:53535 is taken",
 		},
 		{
 			name:   "dns filter a zombie",
@@ -209,7 +229,13 @@ func TestRun(t *testing.T) {
 				os.Chmod(filepath.Join(root, "/usr/bin/passwd"), 0o755|os.ModeSetuid)
 			}
 			rep := Run(context.Background(), sys, Options{StatusPath: "/run/devbox/status", PolicyPath: "/etc/devbox/policy.json", Workspace: ws, DNSUID: 998, GateUID: 997,
-				GateHealth: func(context.Context) (string, error) { return "12 passed, 3 refused", nil }})
+				GateHealth: func(context.Context) (string, error) { return "12 passed, 3 refused", nil },
+				Owns: func(check string) error {
+					if why := tc.owns[check]; why != "" {
+						return errors.New(why)
+					}
+					return nil
+				}})
 			got := map[string]Level{}
 			for _, f := range rep.Findings {
 				if _, seen := got[f.Check]; !seen {

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -38,6 +40,18 @@ func Start(ctx context.Context, o StartOptions) (int, error) {
 		return 0, errors.New("gateway: Start needs StartOptions.Command")
 	}
 	o.defaults()
+	ap, err := netip.ParseAddrPort(o.Addr)
+	if err != nil {
+		return 0, fmt.Errorf("gateway: address %q: %w", o.Addr, err)
+	}
+	// Its socket first, while the old gateway still holds the port, so
+	// the port is never free for another process to take (see
+	// daemonpid.Listen).
+	ls, err := daemonpid.Listen("credential gateway", []daemonpid.Addr{{Net: "tcp", Addr: ap}})
+	if err != nil {
+		return 0, fmt.Errorf("gateway: %w", err)
+	}
+	defer ls.Close()
 	if err := Stop(o.StateDir); err != nil {
 		return 0, err
 	}
@@ -53,18 +67,21 @@ func Start(ctx context.Context, o StartOptions) (int, error) {
 	}
 	defer lf.Close()
 	return daemonpid.Start(ctx, daemonpid.Spec{
-		Name:    "gateway",
-		Argv:    o.Command,
-		Env:     o.Env,
-		Dir:     "/",
-		UID:     o.UID,
-		GID:     o.GID,
-		Output:  lf,
-		PIDFile: filepath.Join(o.StateDir, pidFile),
-		Wait:    o.Wait,
-		Poll:    10 * time.Millisecond,
-		Ready:   func(ctx context.Context, _ int) error { return Health(ctx, o.Addr) },
-		Tail:    func() string { return lastLines(logPath) },
+		Name:      "gateway",
+		Argv:      o.Command,
+		Env:       o.Env,
+		Dir:       "/",
+		UID:       o.UID,
+		GID:       o.GID,
+		Output:    lf,
+		PIDFile:   filepath.Join(o.StateDir, pidFile),
+		Listeners: ls,
+		Wait:      o.Wait,
+		Poll:      10 * time.Millisecond,
+		// Start also proves the socket that answers is the one handed
+		// to this process (daemonpid.Check).
+		Ready: func(ctx context.Context, _ int) error { return Health(ctx, o.Addr) },
+		Tail:  func() string { return lastLines(logPath) },
 	})
 }
 
@@ -73,6 +90,28 @@ func Start(ctx context.Context, o StartOptions) (int, error) {
 // pid alone may name a process of a later container start).
 func PID(stateDir string) (int, bool) {
 	return daemonpid.Read(filepath.Join(stateDir, pidFile), "/proc")
+}
+
+// Check proves the gateway recorded in stateDir's pidfile runs and is the
+// only holder of its socket (daemonpid.Check); the error names a taken
+// port and its holder.
+func Check(stateDir string) error {
+	_, err := daemonpid.Check(filepath.Join(stateDir, pidFile), "credential gateway")
+	return err
+}
+
+// Listener returns the socket root handed to this gateway for addr (Start
+// makes it): the gateway never binds its port itself.
+func Listener(addr string) (net.Listener, error) {
+	in, err := daemonpid.Inherit("credential gateway")
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if len(in.TCP) != 1 || len(in.UDP) != 0 || in.TCP[0].Addr().String() != addr {
+		in.Close()
+		return nil, fmt.Errorf("gateway: handed %d TCP and %d UDP sockets, want one TCP socket on %s", len(in.TCP), len(in.UDP), addr)
+	}
+	return in.TCP[0], nil
 }
 
 // Stop stops the gateway named by stateDir's pidfile, if it runs.

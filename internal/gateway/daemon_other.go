@@ -5,6 +5,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"net"
 )
 
 // The gateway runs inside Linux containers; elsewhere (a developer's Mac
@@ -18,3 +19,5 @@ func Stop(string) error                                { return errUnsupported }
 func Launch(context.Context, LaunchOptions) (int, error) {
 	return 0, errUnsupported
 }
+func Check(string) error                    { return errUnsupported }
+func Listener(string) (net.Listener, error) { return nil, errUnsupported }
