@@ -15,7 +15,6 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
