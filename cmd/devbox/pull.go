@@ -10,6 +10,7 @@ import (
 	"github.com/devbox-dev/devbox/internal/devcontainer"
 	"github.com/devbox-dev/devbox/internal/isolated"
 	"github.com/devbox-dev/devbox/internal/policy"
+	"github.com/devbox-dev/devbox/internal/workspace"
 )
 
 var pullCommand = &cli.Command{
@@ -46,7 +47,7 @@ and merge refs/remotes/devbox/BRANCH yourself.`,
 			Container: c.String("container"),
 			User:      p.Image.User.Name,
 			Remote:    c.String("remote"),
-			Run:       isolated.ExecRunner{},
+			Run:       workspace.ExecRunner{},
 		})
 		if err != nil {
 			return fmt.Errorf("pull: %w", err)
