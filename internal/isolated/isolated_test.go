@@ -78,8 +78,8 @@ func TestPull(t *testing.T) {
 	f := &fakeRunner{answers: map[string]string{
 		"docker ps":                "abc123\tname\timage\tUp\n",
 		"docker container inspect": inspectJSON(root, "DEVBOX_ISOLATED_WORKSPACE=/workspaces/repo"),
-		"docker exec":    "# v2 git bundle\n",
-		"git -C":         "devbox/main 1234567 work\n",
+		"docker exec":              "# v2 git bundle\n",
+		"git -C":                   "devbox/main 1234567 work\n",
 	}}
 	out, err := Pull(context.Background(), PullOptions{Root: root, Docker: "docker", User: "dev", Run: f})
 	if err != nil {
