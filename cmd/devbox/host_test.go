@@ -227,3 +227,18 @@ func TestClaudeFromHost(t *testing.T) {
 		t.Errorf("after --, arguments are the command's: %q, %v", rest, err)
 	}
 }
+
+// TestUpWithoutDevcontainerCLI: devbox up says how to install the Dev
+// Containers CLI before it changes anything.
+func TestUpWithoutDevcontainerCLI(t *testing.T) {
+	repo := t.TempDir()
+	t.Setenv("PATH", t.TempDir())
+	_, _, err := runHost(t, "", "up", "--workspace-folder", repo, "--devcontainer-cli", "devcontainer")
+	if err == nil || !strings.Contains(err.Error(), "npm install -g @devcontainers/cli") {
+		t.Fatalf("up without the CLI: %v", err)
+	}
+	if ents, _ := os.ReadDir(repo); len(ents) != 0 {
+		t.Errorf("up without the CLI wrote %d files", len(ents))
+	}
+	t.Logf("%v", err)
+}

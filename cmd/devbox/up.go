@@ -76,11 +76,11 @@ Then it prints how to attach: devbox claude, devbox shell, devbox login.`,
 		// before the CLI's log.
 		if _, err := policy.Find(dir); err == nil {
 			if err := c.App.RunContext(c.Context, []string{c.App.Name, "audit", dir}); err != nil {
-				return fmt.Errorf("up: devbox audit: %w", err)
+				return fmt.Errorf("up: %w", err)
 			}
 		}
 		if err := c.App.RunContext(c.Context, []string{c.App.Name, "init", "--lock", dir}); err != nil {
-			return fmt.Errorf("up: devbox init --lock: %w", err)
+			return fmt.Errorf("up: %w", err)
 		}
 		args := []string{"up", "--workspace-folder", dir, "--docker-path", docker}
 		if c.Bool("rebuild") {
