@@ -79,7 +79,7 @@ Then it prints how to attach: devbox claude, devbox shell, devbox login.`,
 				return fmt.Errorf("up: %w", err)
 			}
 		}
-		if err := c.App.RunContext(c.Context, []string{c.App.Name, "init", "--lock", dir}); err != nil {
+		if err := c.App.RunContext(c.Context, []string{c.App.Name, "init", "--lock", "--no-next", dir}); err != nil {
 			return fmt.Errorf("up: %w", err)
 		}
 		args := []string{"up", "--workspace-folder", dir, "--docker-path", docker}
