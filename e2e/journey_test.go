@@ -208,13 +208,24 @@ func TestJourney(t *testing.T) {
 	}
 	claude("first start")
 
+	// devbox up again: the running container is reused.
+	step = time.Now()
+	must("", "up")
+	if again := container(); again != id {
+		t.Errorf("devbox up with the container running started another: %s, was %s", again[:12], id[:12])
+	}
+	t.Logf("devbox up, container running (reused): %.1f s", time.Since(step).Seconds())
+
 	// 5. Claude Code's state: an MCP server (claude mcp add writes
 	// $CLAUDE_CONFIG_DIR/.claude.json), settings written as the remote
 	// user (as /config does), and the session claude -p recorded.
 	must("", "claude", "mcp", "add", "-s", "user", "journey", "--", "/bin/true")
 	must("", "shell", "--", "sh", "-c", `printf '{"env": {"JOURNEY": "kept"}}\n' > "$CLAUDE_CONFIG_DIR/settings.json"`)
-	state := `cat "$CLAUDE_CONFIG_DIR/settings.json" && ls "$CLAUDE_CONFIG_DIR"/projects/*/*.jsonl | wc -l`
+	state := `cat "$CLAUDE_CONFIG_DIR/settings.json" && echo "sessions: $(ls "$CLAUDE_CONFIG_DIR"/projects/*/*.jsonl 2>/dev/null | wc -l)"`
 	before := must("", "shell", "--", "sh", "-c", state)
+	if strings.Contains(before, "sessions: 0") {
+		t.Errorf("claude -p recorded no session in $CLAUDE_CONFIG_DIR/projects:\n%s", before)
+	}
 	t.Logf("Claude Code's state before the rebuild:\n%s", before)
 
 	// 6. The container rebuilt: the state, the secret and the login stay.
