@@ -6,9 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/containerd/console"
 
 	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
@@ -228,6 +232,11 @@ func TestJourney(t *testing.T) {
 	}
 	t.Logf("Claude Code's state before the rebuild:\n%s", before)
 
+	// devbox claude on a terminal: Claude Code's first screen (a new
+	// container's onboarding, then the folder-trust question).
+	took, screen := firstScreen(t, repo, e, "claude", "Welcome to Claude Code", "trust this folder", "for shortcuts")
+	t.Logf("devbox claude on a terminal: Claude Code's first screen after %.1f s:\n%s", took.Seconds(), screen[max(0, len(screen)-400):])
+
 	// 6. The container rebuilt: the state, the secret and the login stay.
 	step = time.Now()
 	out = must("", "up", "--rebuild")
@@ -267,6 +276,82 @@ func TestJourney(t *testing.T) {
 		}
 	}
 	t.Logf("TestJourney: %d devbox commands, none printed a credential; %.1f s", len(outputs), time.Since(start).Seconds())
+}
+
+// firstScreen runs devbox ARGS in repo on a new pseudo-terminal and
+// returns how long it took until the output holds one of want (the
+// words of a screen, escape sequences and cursor moves taken out), and
+// that output. The command is then ended.
+func firstScreen(t *testing.T, repo string, e env, arg string, want ...string) (time.Duration, string) {
+	t.Helper()
+	master, slavePath, err := console.NewPty()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
+	master.Resize(console.WinSize{Width: 120, Height: 40})
+	slave, err := os.OpenFile(slavePath, os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(e.devbox, arg)
+	cmd.Dir = repo
+	cmd.Env = append(e.d.Env(), workspace.DockerPathEnv+"="+e.d.Path, "TERM=xterm-256color")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	var raw []byte
+	var words string
+	got := make(chan time.Duration, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			raw = append(raw, buf[:n]...)
+			words = screenWords(raw)
+			ok := false
+			for _, w := range want {
+				ok = ok || strings.Contains(words, w)
+			}
+			if ok {
+				got <- time.Since(start)
+				return
+			}
+			if err != nil {
+				close(got)
+				return
+			}
+		}
+	}()
+	select {
+	case d, ok := <-got:
+		if !ok {
+			t.Fatalf("devbox %s ended before its screen showed %q:\n%s", arg, want, words)
+		}
+		return d, words
+	case <-time.After(90 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("devbox %s: no screen with %q after 90 s", arg, want)
+	}
+	return 0, ""
+}
+
+// screenWords is a terminal's output with escape sequences (CSI, OSC,
+// charset selections) replaced by spaces: Ink moves the cursor between
+// words.
+var escapes = regexp.MustCompile(`\x1b(\[[0-9;?<>=]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[()][0-9A-Za-z]|[78=>])`)
+
+func screenWords(raw []byte) string {
+	s := escapes.ReplaceAllString(string(raw), " ")
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // lastLines is the last n lines of s.
