@@ -235,7 +235,7 @@ func TestJourney(t *testing.T) {
 	// devbox claude on a terminal: Claude Code's first screen (a new
 	// container's onboarding, then the folder-trust question).
 	took, screen := firstScreen(t, repo, e, "claude", "Welcome to Claude Code", "trust this folder", "for shortcuts")
-	t.Logf("devbox claude on a terminal: Claude Code's first screen after %.1f s:\n%s", took.Seconds(), screen[max(0, len(screen)-400):])
+	t.Logf("devbox claude on a terminal: Claude Code's first screen after %.1f s:\n%s", took.Seconds(), strings.ToValidUTF8(screen[:min(len(screen), 300)], ""))
 
 	// 6. The container rebuilt: the state, the secret and the login stay.
 	step = time.Now()
