@@ -50,6 +50,10 @@ func newApp() *cli.App {
 			// Each command group lives in its own file; keep this list sorted
 			// the way `devbox --help` should show it.
 			initCommand,
+			upCommand,
+			loginCommand,
+			claudeCommand,
+			shellCommand,
 			auditCommand,
 			pullCommand,
 			policyCommand,

@@ -59,6 +59,9 @@ By default the image is built from the repository: init writes
 				"(adds runArgs " + devcontainer.PodmanRootfulRunArg + ", which rootful Podman needs; docs/runtime.md)",
 			Value: "docker",
 		},
+		// devbox up runs init and then starts the container itself: the
+		// "next:" hint would name a step it is already taking.
+		&cli.BoolFlag{Name: "no-next", Hidden: true},
 		&cli.StringFlag{
 			Name:  "platform",
 			Usage: "image `PLATFORM` for build mode: linux/amd64 or linux/arm64",
@@ -112,6 +115,9 @@ By default the image is built from the repository: init writes
 		}
 		if err := auditBaseline(c, opts.Root); err != nil {
 			return err
+		}
+		if c.Bool("no-next") {
+			return nil
 		}
 		for _, l := range devcontainer.NextStep(opts.Root, opts.Engine, results, exec.LookPath) {
 			fmt.Fprintln(c.App.Writer, l)

@@ -10,6 +10,7 @@ import (
 	"github.com/devbox-dev/devbox/internal/devcontainer"
 	"github.com/devbox-dev/devbox/internal/isolated"
 	"github.com/devbox-dev/devbox/internal/policy"
+	"github.com/devbox-dev/devbox/internal/workspace"
 )
 
 var pullCommand = &cli.Command{
@@ -24,8 +25,7 @@ and every transport but the bundle off, checking each object as it
 arrives. Only objects and refs move; local branches are left alone: review
 and merge refs/remotes/devbox/BRANCH yourself.`,
 	Flags: []cli.Flag{
-		&cli.StringFlag{Name: "docker-path", Value: "docker", EnvVars: []string{"DEVBOX_DOCKER_PATH"}, Usage: "the docker (or podman) `BINARY`"},
-		&cli.StringFlag{Name: "container", Usage: "the dev container's `ID` (default: the running one the Dev Containers CLI started for DIR)"},
+		dockerPathFlag, containerFlag,
 		&cli.StringFlag{Name: "remote", Value: "devbox", Usage: "branches land in refs/remotes/`NAME`/"},
 	},
 	Action: func(c *cli.Context) error {
@@ -40,13 +40,17 @@ and merge refs/remotes/devbox/BRANCH yourself.`,
 		if err != nil {
 			return fmt.Errorf("pull: the agent's user comes from the policy: %w", err)
 		}
+		docker, err := engine(c)
+		if err != nil {
+			return fmt.Errorf("pull: %w", err)
+		}
 		refs, err := isolated.Pull(c.Context, isolated.PullOptions{
 			Root:      root,
-			Docker:    c.String("docker-path"),
+			Docker:    docker,
 			Container: c.String("container"),
 			User:      p.Image.User.Name,
 			Remote:    c.String("remote"),
-			Run:       isolated.ExecRunner{},
+			Run:       workspace.ExecRunner{},
 		})
 		if err != nil {
 			return fmt.Errorf("pull: %w", err)

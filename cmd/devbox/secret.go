@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +11,9 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/secrets"
+	"github.com/devbox-dev/devbox/internal/workspace"
 )
 
 var secretDirFlag = &cli.StringFlag{
@@ -22,22 +25,30 @@ var secretDirFlag = &cli.StringFlag{
 
 var secretCommand = &cli.Command{
 	Name:  "secret",
-	Usage: "store the credentials the credential gateway injects (root only)",
-	Description: `Secrets are named by the policy's credentials section and stored where only
-root and the gateway's account (devbox-gateway, uid 996) can read them. The
-agent's user can neither read nor list them. Run as root; from the host:
+	Usage: "store the credentials the credential gateway injects (on the host, or as root in the container)",
+	Description: `Secrets are named by the policy's credentials section and stored in the dev
+container, where only root and the gateway's account (devbox-gateway, uid
+996) can read them. The agent's user can neither read nor list them.
 
-   docker exec -i -u root CONTAINER devbox secret set anthropic < key.txt
+On the host, in the repository, devbox finds the running dev container the
+Dev Containers CLI started for it (docker or podman) and runs the command
+there as root:
 
-The value is read from standard input, never from the command line.`,
+   devbox secret set github      # paste the value, Enter (not echoed)
+   devbox secret set github < token.txt
+   devbox secret list            # name, size, fingerprint; never the value
+
+The value is read from standard input, never from the command line. Inside
+the container (where /etc/devbox/policy.json exists) the command works on
+the store directly and must run as root.`,
 	Subcommands: []*cli.Command{
 		{
 			Name:      "set",
 			Usage:     "store the value on standard input as NAME",
 			ArgsUsage: "NAME",
-			Flags:     []cli.Flag{secretDirFlag},
+			Flags:     append([]cli.Flag{secretDirFlag}, hostFlags...),
 			Action: withSecretName(func(c *cli.Context, s secrets.Store, name string) error {
-				v, err := readSecret(c)
+				v, err := readSecret(c, "value (not echoed, end with Enter): ")
 				if err != nil {
 					return err
 				}
@@ -52,8 +63,11 @@ The value is read from standard input, never from the command line.`,
 		{
 			Name:  "list",
 			Usage: "list stored secrets: name, size, fingerprint (never the value)",
-			Flags: []cli.Flag{secretDirFlag},
+			Flags: append([]cli.Flag{secretDirFlag}, hostFlags...),
 			Action: func(c *cli.Context) error {
+				if !inContainer() {
+					return hostSecret(c, "list", "")
+				}
 				if err := requireRoot("list"); err != nil {
 					return err
 				}
@@ -73,7 +87,7 @@ The value is read from standard input, never from the command line.`,
 			Name:      "rm",
 			Usage:     "delete the secret NAME",
 			ArgsUsage: "NAME",
-			Flags:     []cli.Flag{secretDirFlag},
+			Flags:     append([]cli.Flag{secretDirFlag}, hostFlags...),
 			Action: withSecretName(func(_ *cli.Context, s secrets.Store, name string) error {
 				return s.Remove(name)
 			}),
@@ -83,18 +97,23 @@ The value is read from standard input, never from the command line.`,
 
 func requireRoot(verb string) error {
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("secret %s: must run as root (secrets are not readable by the agent's user); from the host: docker exec -i -u root CONTAINER devbox secret %s", verb, verb)
+		return fmt.Errorf("secret %s: must run as root (secrets are not readable by the agent's user); on the host, in the repository: devbox secret %s", verb, verb)
 	}
 	return nil
 }
 
-// withSecretName checks what every NAME subcommand needs (one argument,
-// root) and then runs act on the store named by --dir.
+// withSecretName checks what every NAME subcommand needs (one argument)
+// and then, inside the container, runs act as root on the store named by
+// --dir; on the host it runs the same command in the workspace's
+// container (hostSecret).
 func withSecretName(act func(c *cli.Context, s secrets.Store, name string) error) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		verb := c.Command.Name
 		if c.NArg() != 1 {
 			return fmt.Errorf("secret %s: want one NAME (the value is read from standard input, never from arguments)", verb)
+		}
+		if !inContainer() {
+			return hostSecret(c, verb, c.Args().First())
 		}
 		if err := requireRoot(verb); err != nil {
 			return err
@@ -103,15 +122,57 @@ func withSecretName(act func(c *cli.Context, s secrets.Store, name string) error
 	}
 }
 
+// hostSecret runs `devbox secret VERB [NAME]` as root in the workspace's
+// dev container. For set, the name must be one the workspace's policy
+// uses, and the value is read here (echo off on a terminal) and piped to
+// the container's standard input: it is never an argument of any command.
+func hostSecret(c *cli.Context, verb, name string) error {
+	if verb == "set" {
+		p, err := workspacePolicy(c)
+		if err != nil {
+			return fmt.Errorf("secret set: %w", err)
+		}
+		if err := workspace.CheckSecret(p, name); err != nil {
+			return fmt.Errorf("secret set: %w", err)
+		}
+	}
+	docker, ct, err := findWorkspace(c)
+	if err != nil {
+		return fmt.Errorf("secret %s: %w", verb, err)
+	}
+	if verb != "set" {
+		argv := []string{layout.BinaryPath, "secret", verb}
+		if name != "" {
+			argv = append(argv, name)
+		}
+		return inWorkspace(c, docker, ct.ExecArgs(workspace.ExecOptions{User: "root"}, argv...), nil)
+	}
+	v, err := readSecret(c, fmt.Sprintf("value of %s for %s (not echoed, end with Enter): ", name, ct.Name))
+	if err != nil {
+		return err
+	}
+	return storeSecret(c, docker, ct, name, v)
+}
+
+// storeSecret pipes value to `devbox secret set NAME`, run as root in ct.
+func storeSecret(c *cli.Context, docker string, ct workspace.Container, name string, value []byte) error {
+	v, err := secrets.CheckValue(value)
+	if err != nil {
+		return fmt.Errorf("secret set %s: %w", name, err)
+	}
+	args := ct.ExecArgs(workspace.ExecOptions{User: "root", Stdin: true}, layout.BinaryPath, "secret", "set", name)
+	return inWorkspace(c, docker, args, bytes.NewReader(v))
+}
+
 // readSecret reads the value from standard input, with echo off when it
 // is a terminal.
-func readSecret(c *cli.Context) ([]byte, error) {
+func readSecret(c *cli.Context, prompt string) ([]byte, error) {
 	in := os.Stdin
 	if c.App.Reader != nil && c.App.Reader != os.Stdin {
 		return io.ReadAll(io.LimitReader(c.App.Reader, secrets.MaxSize+1))
 	}
 	if fd := int(in.Fd()); term.IsTerminal(fd) {
-		fmt.Fprint(c.App.ErrWriter, "value (not echoed, end with Enter): ")
+		fmt.Fprint(c.App.ErrWriter, prompt)
 		defer fmt.Fprintln(c.App.ErrWriter)
 		return term.ReadPassword(fd)
 	}

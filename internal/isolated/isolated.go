@@ -12,12 +12,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/devbox-dev/devbox/internal/layout"
+	"github.com/devbox-dev/devbox/internal/workspace"
 )
 
 // VolumeName is the per-container volume holding the workspace:
@@ -85,26 +85,8 @@ func prepareVolume(dir string, uid, gid int) error {
 	return os.Lchown(dir, uid, gid)
 }
 
-// Runner runs a command and returns its standard output; the docker and
-// git calls of Pull go through it.
-type Runner interface {
-	Output(ctx context.Context, env []string, name string, args ...string) ([]byte, error)
-}
-
-// ExecRunner is Runner with os/exec; stderr is passed through to Stderr.
-type ExecRunner struct{ Stderr io.Writer }
-
-func (r ExecRunner) Output(ctx context.Context, env []string, name string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return out, fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return out, nil
-}
+// Runner runs the docker and git calls of Pull.
+type Runner = workspace.Runner
 
 // PullOptions say where to pull from and to.
 type PullOptions struct {
@@ -112,8 +94,8 @@ type PullOptions struct {
 	Root string
 	// Docker is the docker (or podman) binary.
 	Docker string
-	// Container is the dev container's id; "" finds it by the Dev
-	// Containers CLI's devcontainer.local_folder label.
+	// Container is the dev container's id; "" finds the one the Dev
+	// Containers CLI started for Root (workspace.Find).
 	Container string
 	// User is the agent's user in the container: git there runs as it,
 	// never as root, since the repository's config is the agent's.
@@ -149,30 +131,15 @@ func Pull(ctx context.Context, o PullOptions) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if o.Container == "" {
-		out, err := o.Run.Output(ctx, nil, o.Docker, "ps", "-q", "--filter", "label=devcontainer.local_folder="+root)
-		if err != nil {
-			return "", err
-		}
-		ids := strings.Fields(string(out))
-		if len(ids) != 1 {
-			return "", fmt.Errorf("want one running dev container for %s, found %d (start it with devcontainer up, or pass --container)", root, len(ids))
-		}
-		o.Container = ids[0]
-	}
-	out, err := o.Run.Output(ctx, nil, o.Docker, "inspect", "-f", "{{range .Config.Env}}{{println .}}{{end}}", o.Container)
+	c, err := workspace.Find(ctx, workspace.FindOptions{Folder: root, Container: o.Container, Docker: o.Docker, Run: o.Run})
 	if err != nil {
 		return "", err
 	}
-	var ws string
-	for _, line := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(line, layout.IsolatedWorkspaceEnv+"="); ok {
-			ws = v
-		}
-	}
+	ws := c.Getenv(layout.IsolatedWorkspaceEnv)
 	if ws == "" {
-		return "", fmt.Errorf("container %s is not in isolated mode (no %s): its workspace is the checkout itself", o.Container, layout.IsolatedWorkspaceEnv)
+		return "", fmt.Errorf("container %s is not in isolated mode (no %s): its workspace is the checkout itself", c.Name, layout.IsolatedWorkspaceEnv)
 	}
+	o.Container = c.ID
 	bundle, err := o.Run.Output(ctx, nil, o.Docker, "exec", "-u", o.User, o.Container, "git", "-C", ws, "bundle", "create", "-", "--branches")
 	if err != nil {
 		return "", err

@@ -76,10 +76,10 @@ func (f *fakeRunner) Output(_ context.Context, _ []string, name string, args ...
 func TestPull(t *testing.T) {
 	root := t.TempDir()
 	f := &fakeRunner{answers: map[string]string{
-		"docker ps":      "abc123\n",
-		"docker inspect": "PATH=/usr/bin\nDEVBOX_ISOLATED_WORKSPACE=/workspaces/repo\n",
-		"docker exec":    "# v2 git bundle\n",
-		"git -C":         "devbox/main 1234567 work\n",
+		"docker ps":                "abc123\tname\timage\tUp\n",
+		"docker container inspect": inspectJSON(root, "DEVBOX_ISOLATED_WORKSPACE=/workspaces/repo"),
+		"docker exec":              "# v2 git bundle\n",
+		"git -C":                   "devbox/main 1234567 work\n",
 	}}
 	out, err := Pull(context.Background(), PullOptions{Root: root, Docker: "docker", User: "dev", Run: f})
 	if err != nil {
@@ -89,8 +89,8 @@ func TestPull(t *testing.T) {
 		t.Errorf("out = %q", out)
 	}
 	want := [][]string{
-		{"docker", "ps", "-q", "--filter", "label=devcontainer.local_folder=" + root},
-		{"docker", "inspect", "-f", "{{range .Config.Env}}{{println .}}{{end}}", "abc123"},
+		{"docker", "ps", "--filter", "label=devcontainer.local_folder=" + root, "--format", "{{.ID}}\t{{.Names}}\t{{.Image}}\t{{.Status}}"},
+		{"docker", "container", "inspect", "abc123"},
 		{"docker", "exec", "-u", "dev", "abc123", "git", "-C", "/workspaces/repo", "bundle", "create", "-", "--branches"},
 	}
 	for i, w := range want {
@@ -106,13 +106,20 @@ func TestPull(t *testing.T) {
 	}
 
 	// Not isolated, or no container: clear errors.
-	f.answers["docker inspect"] = "PATH=/usr/bin\n"
+	f.answers["docker container inspect"] = inspectJSON(root, "PATH=/usr/bin")
 	if _, err := Pull(context.Background(), PullOptions{Root: root, Docker: "docker", User: "dev", Run: f}); err == nil || !strings.Contains(err.Error(), "not in isolated mode") {
 		t.Errorf("non-isolated container: %v", err)
 	}
 	f.answers["docker ps"] = ""
-	if _, err := Pull(context.Background(), PullOptions{Root: root, Docker: "docker", User: "dev", Run: f}); err == nil || !strings.Contains(err.Error(), "found 0") {
+	if _, err := Pull(context.Background(), PullOptions{Root: root, Docker: "docker", User: "dev", Run: f}); err == nil || !strings.Contains(err.Error(), "no running dev container") {
 		t.Errorf("no container: %v", err)
 	}
 	_ = fmt.Sprint()
+}
+
+// inspectJSON is `docker container inspect` of a running container with
+// one variable set.
+func inspectJSON(root, env string) string {
+	return `[{"Id": "abc123", "Name": "/name", "Config": {"Env": ["` + env + `"],
+  "Labels": {"devcontainer.local_folder": "` + root + `"}}, "State": {"Running": true}}]`
 }
