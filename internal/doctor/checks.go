@@ -507,8 +507,13 @@ func (c *checker) credentials(ctx context.Context) {
 		}
 		switch {
 		case !r.SecretSet:
-			c.add(check, Warn, fmt.Sprintf("from the host: docker exec -i -u root CONTAINER devbox secret set %s", r.Secret),
-				"secret %q is not set: requests get 503; direct access %s", r.Secret, direct)
+			// On the host, in the repository, devbox finds this container
+			// itself (internal/workspace); login stores Claude's credential.
+			fix, answer := fmt.Sprintf("on the host, in the repository: devbox secret set %s", r.Secret), "503"
+			if r.Route == "anthropic" {
+				fix, answer = "on the host, in the repository: devbox login", "403 naming devbox login"
+			}
+			c.add(check, Warn, fix, "secret %q is not set: requests get %s; direct access %s", r.Secret, answer, direct)
 		case r.UpstreamSkipped:
 			c.add(check, OK, "", "secret %q set, upstream not checked, direct access %s", r.Secret, direct)
 		case r.Upstream != "":
