@@ -62,6 +62,7 @@ func newApp() *cli.App {
 			gatewayCommand,
 			runCommand,
 			doctorCommand,
+			escapeCommand,
 			featureCommand,
 			completionCommand,
 		},
