@@ -43,6 +43,16 @@ func rowWanted(name string) bool {
 // the scorecard judged wrong.
 var controlMustEscape = []string{"egress-addr", "egress-name", "dns-tunnel", "fronting", "udp", "metadata", "persistence"}
 
+// defaultModeWritable are the files of the workspace that devbox's
+// default mode leaves the agent free to write (only .git/hooks, .git/config
+// and .devcontainer are read-only mounts there; `devbox run` and isolated
+// mode protect these too), as DIR/BASE of the attempt's target. The guard
+// fails on any other escape; docs/scorecard.md says what they mean.
+var defaultModeWritable = map[string]bool{
+	".vscode/settings.json": true, ".vscode/tasks.json": true, ".claude/settings.json": true,
+	"repo/.mcp.json": true, "repo/.envrc": true,
+}
+
 // metadataIP is where the world stands in for the cloud metadata service.
 var metadataIP = netip.MustParseAddr("169.254.169.254")
 
@@ -100,13 +110,25 @@ func TestScorecard(t *testing.T) {
 		})
 	}
 	noEscape := func(t *testing.T, c escape.Card) {
+		known := 0
+		for _, r := range c.Results {
+			if r.Outcome != escape.Escaped {
+				continue
+			}
+			if r.Category == "persistence" && defaultModeWritable[filepath.Base(filepath.Dir(r.Target))+"/"+filepath.Base(r.Target)] {
+				known++
+				t.Logf("known (docs/scorecard.md): %s %s", r.Check, r.Target)
+				continue
+			}
+			t.Errorf("escaped: %s: %s %s: %s", r.Category, r.Check, r.Target, r.Detail)
+		}
 		for _, r := range c.Rows {
-			for _, ev := range r.Evidence {
-				t.Errorf("escaped: %s: %s", r.Title, ev)
+			if !r.Judged {
+				t.Errorf("%s not judged: %s", r.Title, r.Why)
 			}
 		}
-		if c.Escapes > 0 {
-			t.Errorf("%d attempts escaped", c.Escapes)
+		if known != len(defaultModeWritable) {
+			t.Logf("%d of the %d files default mode leaves writable were written: update defaultModeWritable and docs/scorecard.md", known, len(defaultModeWritable))
 		}
 	}
 	var image string
@@ -119,10 +141,11 @@ func TestScorecard(t *testing.T) {
 
 	row("control", func(t *testing.T) escape.Card {
 		repo := scorecardRepo(t, e)
-		args := append([]string{"run", "-d", "--user", "1000:1000", "-v", repo + ":/workspace"}, w.runArgs()...)
+		args := append([]string{"run", "-d", "--user", "1000:1000", "-e", "HOME=/home/agent", "-v", repo + ":/workspace"}, w.runArgs()...)
 		id := e.d.Run(t, append(args, e.base, "sleep", "infinity")...)
 		t.Cleanup(func() { e.d.Command(context.Background(), "rm", "-f", id).Run() })
 		e.d.Run(t, "cp", e.devbox, id+":/usr/local/bin/devbox")
+		plantLogin(t, e, id, "/home/agent", secret)
 		return scoreContainer(t, e, id, meta, secret, config("/workspace"), []string{"exec", "-u", "1000:1000", id})
 	}, func(t *testing.T, c escape.Card) {
 		for _, bad := range c.MustEscape(controlMustEscape) {
@@ -141,6 +164,7 @@ func TestScorecard(t *testing.T) {
 		e.d.Run(t, "cp", script, id+":/usr/local/bin/init-firewall.sh")
 		t.Logf("init-firewall.sh:\n%s", e.d.Run(t, "exec", "-u", "root", "-e", "ALLOWED_NAMES=allowed.test", "-e", "PUBLISHED_CIDRS="+w.W1+"/32",
 			id, "bash", "/usr/local/bin/init-firewall.sh"))
+		plantLogin(t, e, id, "/home/dev", secret)
 		return scoreContainer(t, e, id, meta, secret, config("/workspace"), []string{"exec", "-u", "dev", id})
 	}, nil)
 
@@ -273,6 +297,17 @@ func devcontainerArgv(e env, repo string) []string {
 	return []string{"exec", "--workspace-folder", repo, "--docker-path", e.d.Path}
 }
 
+// plantLogin puts the secret where Claude Code keeps its login
+// (~/.claude/.credentials.json, the agent's own file), as after `claude
+// login` in a container whose ~/.claude is the agent's: the reference
+// devcontainer's way (a volume at ~/.claude). devbox's rows keep
+// credentials in its gateway instead, so they get no such file.
+func plantLogin(t *testing.T, e env, id, home, secret string) {
+	t.Helper()
+	e.d.Run(t, "exec", "-u", "root", id, "sh", "-c", "mkdir -p "+home+"/.claude && echo '{\"claudeAiOauth\":{\"accessToken\":\""+secret+"\"}}' > "+home+
+		"/.claude/.credentials.json && chmod 600 "+home+"/.claude/.credentials.json && chown -R 1000:1000 "+home)
+}
+
 // scoreContainer plants the secret where no agent should reach it (a root
 // process's environment, a root-only file), routes the metadata address to
 // the stand-in, copies the config in and runs `devbox escape` through
@@ -344,9 +379,11 @@ func scoreSrt(t *testing.T, e env, secret string) escape.Card {
 	}
 	serveMetadata(t, tw)
 
-	// A home and a workspace of uid 1000's own, with the user's
-	// credentials in it, as on a laptop.
-	root, err := os.MkdirTemp("", "devbox-scorecard-srt-")
+	// A home and a workspace of uid 1000's own, with the user's Claude
+	// login in it, as on a laptop; Claude Code's environment (what srt
+	// wraps) holds the API key.
+	// Not under /tmp, which the settings let srt write.
+	root, err := os.MkdirTemp("/var/tmp", "devbox-scorecard-srt-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +424,7 @@ func scoreSrt(t *testing.T, e env, secret string) escape.Card {
 	}
 	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
 	cmd := tw.Command(context.Background(), "setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--",
-		"env", "HOME="+home, "PATH="+os.Getenv("PATH"), srt, "--settings", filepath.Join(root, "srt.json"), "-c",
+		"env", "-i", "HOME="+home, "PATH="+os.Getenv("PATH"), "ANTHROPIC_API_KEY="+secret, srt, "--settings", filepath.Join(root, "srt.json"), "-c",
 		fmt.Sprintf("cd %s && %s escape --world %s/scorecard.json --json", ws, devbox, root))
 	cmd.Dir = ws
 	v, _ := exec.Command(srt, "--version").CombinedOutput()
