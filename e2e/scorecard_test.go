@@ -263,33 +263,33 @@ func scorecardRepo(t *testing.T, e env) string {
 	return dir
 }
 
-// metadataStandIn starts a world server on the network that also answers
-// on 169.254.169.254 (an address added to its interface from the host):
-// each sandbox gets a route to it, as a cloud VM has one to the real
-// service. It returns the server's address on the network.
+// metadataStandIn starts a world server at 169.254.169.254 on an
+// --internal network of its own (169.254.169.0/24): each sandbox is
+// connected to it, so the address is on its link, as a cloud VM's
+// metadata service is. (A route through the world's network does not
+// work: Docker drops what an internal network forwards for addresses
+// outside its subnet.) It returns the network's name.
 func metadataStandIn(t *testing.T, e env, w *world) string {
 	t.Helper()
-	ip := w.IP(249)
-	name := w.Net + "-meta"
-	e.d.Run(t, "run", "-d", "--name", name, "--network", w.Net, "--ip", ip, "-v", e.worldd+":/usr/local/bin/worldd:ro",
-		e.base, "/usr/local/bin/worldd", "-addr", "0.0.0.0", "-tcp", "80", "-udp", "5000")
+	net := w.Net + "-meta"
+	// One such subnet per daemon: wait for another run's to go.
+	waitFor(t, 3*time.Minute, "network "+net, func() (bool, string) {
+		out, err := e.d.Command(context.Background(), "network", "create", "--internal", "--subnet", "169.254.169.0/24", net).CombinedOutput()
+		return err == nil, string(out)
+	})
+	t.Cleanup(func() { e.d.Command(context.Background(), "network", "rm", net).Run() })
+	if out, err := e.d.Command(context.Background(), "network", "inspect", "--format", "{{.Internal}}", net).Output(); err != nil || strings.TrimSpace(string(out)) != "true" {
+		t.Fatalf("network %s is not internal (%q, %v): refusing to go on", net, out, err)
+	}
+	name := net + "-w"
+	e.d.Run(t, "run", "-d", "--name", name, "--network", net, "--ip", metadataIP.String(), "-v", e.worldd+":/usr/local/bin/worldd:ro",
+		e.base, "/usr/local/bin/worldd", "-addr", metadataIP.String(), "-tcp", "80", "-udp", "5000")
 	t.Cleanup(func() { e.d.Command(context.Background(), "rm", "-f", name).Run() })
 	waitFor(t, 30*time.Second, name+" ready", func() (bool, string) {
 		out, _ := e.d.Command(context.Background(), "logs", name).CombinedOutput()
 		return strings.Contains(string(out), "worldd: ready"), string(out)
 	})
-	inNetns(t, e, name, "ip", "addr", "add", metadataIP.String()+"/32", "dev", "eth0")
-	return ip
-}
-
-// inNetns runs a command in container id's network namespace, from the
-// host (so with the host's tools and privileges).
-func inNetns(t *testing.T, e env, id string, argv ...string) {
-	t.Helper()
-	pid := strings.TrimSpace(e.d.Run(t, "inspect", "--format", "{{.State.Pid}}", id))
-	if out, err := exec.Command("nsenter", append([]string{"-t", pid, "-n"}, argv...)...).CombinedOutput(); err != nil {
-		t.Fatalf("nsenter -t %s -n %v: %v\n%s", pid, argv, err, out)
-	}
+	return net
 }
 
 // devcontainerArgv is `devcontainer exec` for repo, as argv after the CLI.
@@ -309,8 +309,8 @@ func plantLogin(t *testing.T, e env, id, home, secret string) {
 }
 
 // scoreContainer plants the secret where no agent should reach it (a root
-// process's environment, a root-only file), routes the metadata address to
-// the stand-in, copies the config in and runs `devbox escape` through
+// process's environment, a root-only file), connects the container to the
+// metadata stand-in's network, copies the config in and runs `devbox escape` through
 // argv: docker's (when argv starts with "exec" and names the container) or
 // the Dev Containers CLI's.
 func scoreContainer(t *testing.T, e env, id, meta, secret string, c escape.Config, argv []string) escape.Card {
@@ -325,7 +325,7 @@ func scoreContainerWith(t *testing.T, e env, id, meta, secret string, c escape.C
 	t.Helper()
 	e.d.Run(t, "exec", "-d", "-u", "root", "-e", "DEVBOX_SCORECARD_SECRET="+secret, id, "sleep", "3600")
 	e.d.Run(t, "exec", "-u", "root", id, "sh", "-c", "umask 077 && echo "+secret+" > /root/devbox-secret")
-	inNetns(t, e, id, "ip", "route", "add", metadataIP.String()+"/32", "via", meta)
+	e.d.Run(t, "network", "connect", meta, id)
 	cfg := filepath.Join(t.TempDir(), "scorecard.json")
 	js, _ := json.Marshal(c)
 	os.WriteFile(cfg, js, 0o644)

@@ -111,6 +111,7 @@ func ScorecardAttempts(c Config) []Attempt {
 		add("metadata", "TCP to the metadata service", w.Metadata, func(ctx context.Context) error { return reachWorld(ctx, w.Metadata, nonce) })
 	}
 
+	as = append(as, proxyAttempts(w, nonce, other)...)
 	as = append(as, credentialAttempts(c)...)
 	as = append(as, persistenceAttempts(c)...)
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -435,4 +436,79 @@ func TestScorecardWorld(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestProxy: a CONNECT proxy on loopback that opens tunnels only to
+// "localhost" (the allowed name) with the right credentials, in front of
+// a world server: a denied destination is blocked, the allowed name with
+// another SNI or Host escapes (the proxy never looks inside the tunnel),
+// and without a proxy in the environment the attempts are not applicable.
+func TestProxy(t *testing.T) {
+	world, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer world.Close()
+	rec := &testworld.Recorder{}
+	rec.ServeTCP(world)
+	_, worldPort, _ := net.SplitHostPort(world.Addr().String())
+	px, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	go func() {
+		for {
+			c, err := px.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				n, _ := c.Read(buf)
+				req := string(buf[:n])
+				target := strings.Fields(req)[1]
+				host, _, _ := net.SplitHostPort(target)
+				if host != "localhost" || !strings.Contains(req, "Proxy-Authorization: Basic dTpw") {
+					c.Write([]byte("HTTP/1.1 403 Forbidden\r\n\r\n"))
+					return
+				}
+				up, err := net.Dial("tcp", target)
+				if err != nil {
+					c.Write([]byte("HTTP/1.1 502 Bad Gateway\r\n\r\n"))
+					return
+				}
+				defer up.Close()
+				c.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n"))
+				go io.Copy(up, c)
+				io.Copy(c, up)
+			}()
+		}
+	}()
+	allowed := net.JoinHostPort("localhost", worldPort)
+	run := func(f func(context.Context) error) (Outcome, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return classify(MustFail, f(ctx))
+	}
+	if got, d := run(func(ctx context.Context) error { return reachWorldVia(ctx, world.Addr().String(), "n") }); got != Invalid {
+		t.Errorf("no proxy: %s (%s)", got, d)
+	}
+	t.Setenv("HTTPS_PROXY", "http://u:p@"+px.Addr().String())
+	for _, tc := range []struct {
+		what string
+		f    func(context.Context) error
+		want Outcome
+	}{
+		{"by address", func(ctx context.Context) error { return reachWorldVia(ctx, world.Addr().String(), "n") }, Blocked},
+		{"allowed name", func(ctx context.Context) error { return reachWorldVia(ctx, allowed, "n") }, Escaped},
+		{"other SNI", func(ctx context.Context) error { return frontVia(ctx, allowed, "evil.test", false) }, Escaped},
+		{"other Host", func(ctx context.Context) error { return frontVia(ctx, allowed, "evil.test", true) }, Escaped},
+		{"refused allowed name", func(ctx context.Context) error { return frontVia(ctx, world.Addr().String(), "evil.test", true) }, Invalid},
+	} {
+		if got, d := run(tc.f); got != tc.want {
+			t.Errorf("%s: %s (%s), want %s", tc.what, got, d, tc.want)
+		}
+	}
 }
