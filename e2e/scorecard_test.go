@@ -154,7 +154,7 @@ func TestScorecard(t *testing.T) {
 	})
 
 	row("reference", func(t *testing.T) escape.Card {
-		img := devboxImage(t)
+		img := referenceImage(t, e, w)
 		repo := scorecardRepo(t, e)
 		args := append([]string{"run", "-d", "--user", "root", "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW",
 			"-v", repo + ":/workspace", "--entrypoint", "sleep"}, w.runArgs()...)
@@ -232,6 +232,27 @@ func TestScorecard(t *testing.T) {
 		os.WriteFile(filepath.Join(out, "table.md"), b.Bytes(), 0o644)
 		t.Logf("table (all cards in %s):\n%s", out, b.String())
 	}
+}
+
+// referenceImage builds the reference row's image: devbox's image of the
+// sample policy (iptables and ipset are in every devbox image) plus what
+// the reference script uses, dig and awk. Its entrypoint is not used.
+func referenceImage(t *testing.T, e env, w *world) string {
+	t.Helper()
+	dir := t.TempDir()
+	tag := e.registry + "/devbox/e2e:ref-" + w.Nonce
+	pol := strings.Replace(policyFor(e, w, tag), `"agent":`, `"packages": ["dnsutils", "gawk"]},
+  "agent":`, 1)
+	pol = strings.Replace(pol, `"tag": "`+tag+`"},`, `"tag": "`+tag+`",`, 1)
+	os.WriteFile(filepath.Join(dir, "devbox.policy.jsonc"), []byte(pol), 0o644)
+	out := run(t, dir, []string{"BUILDKIT_HOST=" + e.buildkit}, e.devbox, "build", "--push", "--progress", "plain", "--policy", "devbox.policy.jsonc")
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "@sha256:") {
+			return strings.TrimSpace(line)
+		}
+	}
+	t.Fatalf("devbox build --push printed no REPO@sha256 reference:\n%s", out)
+	return ""
 }
 
 // loadCards reads every ROW.json in dir, in scorecardRows order.

@@ -12,6 +12,7 @@
 #     for INPUT, FORWARD and OUTPUT, established traffic allowed, the set
 #     allowed, everything else REJECTed;
 #   - no DNS filter: any name resolves, through any server.
+# Needs iptables, ipset, dig and awk (the row's image adds dnsutils and gawk).
 # Left out, and said in docs/scorecard.md: the original also allows the
 # host's /24 (from the default route; an --internal network has none), and
 # gives the user sudo for this script alone (devbox images ship no sudo).
@@ -41,8 +42,7 @@ for cidr in ${PUBLISHED_CIDRS:-}; do
 	ipset add allowed-domains "$cidr" -exist
 done
 for name in ${ALLOWED_NAMES:-}; do
-	# The original uses dig; getent asks the same resolver.
-	ips=$(getent ahostsv4 "$name" | awk '{print $1}' | sort -u)
+	ips=$(dig +noall +answer A "$name" | awk '$4 == "A" {print $5}')
 	if [ -z "$ips" ]; then
 		echo "ERROR: failed to resolve $name" >&2
 		exit 1
