@@ -134,6 +134,10 @@ func TestScorecard(t *testing.T) {
 	var image string
 	devboxImage := func(t *testing.T) string {
 		if image == "" {
+			// TestFence's image when it ran in this process: the same policy.
+			image = sampleImage
+		}
+		if image == "" {
 			image = buildImage(t, e, w)
 		}
 		return image
@@ -192,8 +196,9 @@ func TestScorecard(t *testing.T) {
 		os.MkdirAll(filepath.Join(repo, ".devcontainer"), 0o755)
 		os.WriteFile(filepath.Join(repo, ".devcontainer/devbox.policy.jsonc"), []byte(pol), 0o644)
 		hostGit := []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}
-		run(t, repo, hostGit, "git", "-c", "user.name=t", "-c", "user.email=t@x.test", "add", ".")
-		run(t, repo, hostGit, "git", "-c", "user.name=t", "-c", "user.email=t@x.test", "commit", "-qm", "host")
+		git := []string{"-c", "safe.directory=*", "-c", "user.name=t", "-c", "user.email=t@x.test"}
+		run(t, repo, hostGit, "git", append(git, "add", ".")...)
+		run(t, repo, hostGit, "git", append(git, "commit", "-qm", "host")...)
 		t.Setenv("XDG_STATE_HOME", t.TempDir())
 		run(t, repo, nil, e.devbox, "lock", ".devcontainer/devbox.policy.jsonc")
 		run(t, repo, nil, e.devbox, "init", "--isolated")

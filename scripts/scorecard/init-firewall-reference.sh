@@ -21,6 +21,9 @@
 set -euo pipefail
 IFS=$'\n\t'
 
+# Docker's embedded DNS (127.0.0.11) lives in nat rules: keep them.
+DOCKER_DNS_RULES=$(iptables-save -t nat | grep "127\.0\.0\.11" || true)
+
 iptables -F
 iptables -X
 iptables -t nat -F
@@ -28,6 +31,16 @@ iptables -t nat -X
 iptables -t mangle -F
 iptables -t mangle -X
 ipset destroy allowed-domains 2>/dev/null || true
+
+if [ -n "$DOCKER_DNS_RULES" ]; then
+	echo "restoring Docker DNS rules"
+	iptables -t nat -N DOCKER_OUTPUT 2>/dev/null || true
+	iptables -t nat -N DOCKER_POSTROUTING 2>/dev/null || true
+	while read -r rule; do
+		IFS=' ' read -r -a args <<<"$rule"
+		iptables -t nat "${args[@]}"
+	done <<<"$DOCKER_DNS_RULES"
+fi
 
 iptables -A OUTPUT -p udp --dport 53 -j ACCEPT
 iptables -A INPUT -p udp --sport 53 -j ACCEPT
