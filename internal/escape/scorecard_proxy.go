@@ -3,10 +3,10 @@
 package escape
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -54,15 +54,14 @@ func dialProxy(ctx context.Context, hostport string) (net.Conn, error) {
 	}
 	// Read the answer a byte at a time: nothing past the blank line may be
 	// taken from the tunnel.
-	r := bufio.NewReaderSize(c, 16)
 	var head strings.Builder
+	b := make([]byte, 1)
 	for !strings.HasSuffix(head.String(), "\r\n\r\n") && head.Len() < 8192 {
-		b, err := r.ReadByte()
-		if err != nil {
+		if _, err := io.ReadFull(c, b); err != nil {
 			c.Close()
 			return nil, fmt.Errorf("proxy: %v after %q", err, head.String())
 		}
-		head.WriteByte(b)
+		head.WriteByte(b[0])
 	}
 	status, _, _ := strings.Cut(head.String(), "\r\n")
 	if f := strings.Fields(status); len(f) < 2 || f[1] != "200" {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -504,7 +505,13 @@ func TestProxy(t *testing.T) {
 		{"by address", func(ctx context.Context) error { return reachWorldVia(ctx, world.Addr().String(), "n") }, Blocked},
 		{"allowed name", func(ctx context.Context) error { return reachWorldVia(ctx, allowed, "n") }, Escaped},
 		{"other SNI", func(ctx context.Context) error { return frontVia(ctx, allowed, "evil.test", false) }, Escaped},
-		{"other Host", func(ctx context.Context) error { return frontVia(ctx, allowed, "evil.test", true) }, Escaped},
+		{"other Host", func(ctx context.Context) error {
+			err := frontVia(ctx, allowed, "evil.test", true)
+			if err != nil && !strings.Contains(err.Error(), `"HTTP/1.0 200 OK`) {
+				return fmt.Errorf("the world's answer lost its first bytes: %v", err)
+			}
+			return err
+		}, Escaped},
 		{"refused allowed name", func(ctx context.Context) error { return frontVia(ctx, world.Addr().String(), "evil.test", true) }, Invalid},
 	} {
 		if got, d := run(tc.f); got != tc.want {
