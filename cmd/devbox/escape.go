@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -49,7 +50,7 @@ of the listed categories was blocked or not judged (the control's check).`,
 		&cli.StringFlag{Name: "nonce", Usage: "`MARK` put in every query and datagram, to find them in the world's log"},
 		&cli.StringFlag{Name: "sandbox", Usage: "`NAME` of what is measured, printed in the JSON"},
 		&cli.StringFlag{Name: "must-escape", Usage: "comma-separated `CATEGORIES` that must escape (a control with no fence)"},
-		&cli.DurationFlag{Name: "timeout", Value: 2_000_000_000, Usage: "time limit for each attempt"},
+		&cli.DurationFlag{Name: "timeout", Value: 2 * time.Second, Usage: "time limit for each attempt"},
 		&cli.BoolFlag{Name: "json", Usage: "print the scorecard as JSON"},
 	},
 	Action: func(c *cli.Context) error {
