@@ -66,6 +66,7 @@ func newApp() *cli.App {
 			gatewayCommand,
 			runCommand,
 			doctorCommand,
+			escapeCommand,
 			featureCommand,
 			completionCommand,
 		},

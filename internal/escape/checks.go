@@ -647,9 +647,14 @@ func sniMismatch(ctx context.Context, hostport, sni string) error {
 	if err != nil {
 		return err
 	}
+	return sniOver(ctx, c, sni)
+}
+
+// sniOver is sniMismatch on a connection already made (and closes it).
+func sniOver(ctx context.Context, c net.Conn, sni string) error {
 	defer c.Close()
 	tc := tls.Client(c, &tls.Config{ServerName: sni, InsecureSkipVerify: true})
-	err = tc.HandshakeContext(ctx)
+	err := tc.HandshakeContext(ctx)
 	var rh tls.RecordHeaderError
 	var oe *net.OpError
 	switch {
@@ -670,6 +675,11 @@ func hostMismatch(ctx context.Context, hostport, host string) error {
 	if err != nil {
 		return err
 	}
+	return hostOver(c, host)
+}
+
+// hostOver is hostMismatch on a connection already made (and closes it).
+func hostOver(c net.Conn, host string) error {
 	defer c.Close()
 	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host)
 	buf := make([]byte, 64)

@@ -119,6 +119,9 @@ func (s *DNSServer) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 				continue
 			}
 			m.Answer = append(m.Answer, s.records[key(name, q.Qtype)]...)
+			if len(m.Answer) == 0 && !s.hasName(name) {
+				m.Answer = s.wildcard(name, q.Qtype)
+			}
 			break
 		}
 		if len(m.Answer) == 0 && !s.hasName(name) {
@@ -130,6 +133,27 @@ func (s *DNSServer) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 		return
 	}
 	w.WriteMsg(m)
+}
+
+// wildcard answers name from the closest "*.PARENT" record of type t, as
+// an authoritative server does (RFC 4592, without the finer points): the
+// scorecard's tunnelling queries, each a new name, get an answer that
+// proves they arrived.
+func (s *DNSServer) wildcard(name string, t uint16) []dns.RR {
+	for labels := dns.SplitDomainName(name); len(labels) > 1; labels = labels[1:] {
+		rrs := s.records[key("*."+strings.Join(labels[1:], "."), t)]
+		if len(rrs) == 0 {
+			continue
+		}
+		var out []dns.RR
+		for _, rr := range rrs {
+			c := dns.Copy(rr)
+			c.Header().Name = name
+			out = append(out, c)
+		}
+		return out
+	}
+	return nil
 }
 
 func (s *DNSServer) hasName(name string) bool {

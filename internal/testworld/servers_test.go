@@ -19,6 +19,7 @@ func TestDNSServer(t *testing.T) {
 	s.Set("api.test", dns.TypeA, 60, "10.0.0.2", "10.0.0.3")
 	s.Set("alias.test", dns.TypeCNAME, 60, "api.test.")
 	s.Set("txt.test", dns.TypeTXT, 60, `"hello"`)
+	s.Set("*.exfil.test", dns.TypeTXT, 60, `"arrived"`)
 	var seen []Query
 	s.OnQuery = func(q Query) { seen = append(seen, q) }
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -44,6 +45,10 @@ func TestDNSServer(t *testing.T) {
 		{"api.test", "AAAA", "udp", dns.RcodeSuccess, 0},
 		{"nope.test", "A", "udp", dns.RcodeNameError, 0},
 		{"example.com", "A", "udp", dns.RcodeRefused, 0},
+		{"n1-1.data.data.exfil.test", "TXT", "udp", dns.RcodeSuccess, 1}, // the wildcard
+		{"n1-2.exfil.test", "TXT", "tcp", dns.RcodeSuccess, 1},
+		{"n1-3.exfil.test", "A", "udp", dns.RcodeNameError, 0}, // no A wildcard
+		{"exfil.test", "TXT", "udp", dns.RcodeNameError, 0},    // the wildcard is not the parent's
 	}
 	for _, tt := range tests {
 		m := new(dns.Msg)
@@ -54,6 +59,9 @@ func TestDNSServer(t *testing.T) {
 		}
 		if r.Rcode != tt.rcode || len(r.Answer) != tt.answers {
 			t.Errorf("%s %s over %s: rcode %s, %d answers; want %s, %d", tt.name, tt.qtype, tt.network, dns.RcodeToString[r.Rcode], len(r.Answer), dns.RcodeToString[tt.rcode], tt.answers)
+		}
+		if len(r.Answer) > 0 && !strings.EqualFold(r.Answer[len(r.Answer)-1].Header().Name, dns.Fqdn(tt.name)) && tt.name != "alias.test" {
+			t.Errorf("%s: answer names %s", tt.name, r.Answer[len(r.Answer)-1].Header().Name)
 		}
 	}
 	if q := s.QueriesFor("api.test"); len(q) != 3 || q[1].Net != "tcp" {
