@@ -277,7 +277,7 @@ func (pl *planner) protect(ws string) ([]prot, error) {
 			wants = append(wants, want{n, path.Join(d, n), placeholderKind(n)})
 		}
 	}
-	err := findDangerous(pl.fsys, ws, false, func(p string, k Kind) {
+	err := findDangerous(pl.fsys, ws, func(p string, k Kind) {
 		rel := strings.TrimPrefix(p, ws+"/")
 		switch {
 		case k != Missing:
