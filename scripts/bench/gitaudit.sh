@@ -1,0 +1,56 @@
+#!/bin/sh
+# Prints the time of the host audit (`devbox audit`, what the dev
+# container's initializeCommand runs at every start) on a generated
+# workspace of ${FILES:-100000} files and ${REPOS:-20} nested repositories
+# (each made by git: a commit, a branch, a tag, gc'd; one with a submodule
+# and one with a worktree): the first run (the page cache warm from the
+# generation) and the median of ${N:-10} warm runs, plus `devbox run`'s
+# end-of-run audit on the same tree (the median of N `devbox run -- true`
+# minus the median of N runs of bwrap alone is not separated here: see
+# sandbox.sh). All local; no network.
+set -eu
+FILES=${FILES:-100000}
+REPOS=${REPOS:-20}
+N=${N:-10}
+here=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+(cd "$here" && go build -o "$work/devbox" ./cmd/devbox)
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null HOME="$work/home" XDG_STATE_HOME="$work/state"
+mkdir -p "$HOME"
+g() { git -c user.email=b@x.test -c user.name=b -c init.defaultBranch=main -c protocol.file.allow=always -c gc.auto=0 "$@"; }
+
+ws="$work/ws"
+mkdir -p "$ws" && cd "$ws" && g init -q .
+# FILES files in directories of 100, spread over the root and the repositories.
+awk -v per=$((FILES / 100)) -v repos="$REPOS" 'BEGIN {
+	for (i = 0; i < per; i++) {
+		r = i % (repos + 1)
+		d = (r == 0) ? "src/d" i : "vendor/r" r "/d" i
+		system("mkdir -p " d)
+		for (j = 0; j < 100; j++) { f = d "/f" j ".txt"; print i, j > f; close(f) }
+	}
+}'
+r=1
+while [ $r -le "$REPOS" ]; do
+	(cd "vendor/r$r" && g init -q . && g add -A && g commit -qm one && g branch topic && g tag v1 && g gc -q)
+	r=$((r + 1))
+done
+g add -A src && g commit -qm root
+(cd vendor/r1 && g submodule -q add "$ws/vendor/r2" sub && g commit -qm sub)
+(cd vendor/r3 && g worktree add -q ../r3-wt topic)
+files=$(find "$ws" -type f | wc -l)
+gitdirs=$("$work/devbox" audit --json "$ws" | grep -c '"kind": "gitdir"' || true)
+
+ms() { s=$(date +%s%N); "$@" >/dev/null 2>&1 || true; e=$(date +%s%N); echo $(((e - s) / 1000000)); }
+median() {
+	n=$1; shift
+	k=0
+	while [ $k -lt "$n" ]; do ms "$@"; k=$((k + 1)); done | sort -n | awk '{a[NR]=$1} END {print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'
+}
+"$work/devbox" audit --accept "$ws" >/dev/null
+first=$(ms "$work/devbox" audit "$ws")
+warm=$(median "$N" "$work/devbox" audit "$ws")
+"$work/devbox" audit "$ws" >/dev/null || { echo "the audit fails on the accepted tree" >&2; exit 1; }
+echo "workspace: $files files, $gitdirs git directories"
+echo "devbox audit: first ${first} ms, warm median of $N ${warm} ms"
