@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -540,6 +541,30 @@ func TestE2EWritablePolicyRefused(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "is writable inside the sandbox") || !strings.Contains(string(out), ".devcontainer/") {
 			t.Errorf("a policy in the workspace: %v\n%s", err, out)
+		}
+	})
+}
+
+// devbox run's own seccomp filter: io_uring, ptrace, userfaultfd,
+// perf_event_open, keyctl and process_vm_readv fail inside (ENOSYS or
+// EPERM); the control runs the same calls outside, where none of them
+// fails that way.
+func TestE2ESeccompFilter(t *testing.T) {
+	perl := devboxtest.RequireBinary(t, "perl")
+	// syscall numbers: x86-64 only (the arm64 ones differ).
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the probe uses x86-64 system call numbers")
+	}
+	probe := `for $n (425, 101, 323, 298, 250, 310) { $r = syscall($n, 0, 0, 0, 0); print "$n:", ($r == -1 ? $!+0 : "ok"), "\n" }`
+	want := "425:38\n101:1\n323:38\n298:1\n250:1\n310:1\n"
+	ctl, err := exec.Command(perl, "-e", probe).Output()
+	if err != nil || string(ctl) == want {
+		t.Fatalf("control outside the sandbox: %v %q", err, ctl)
+	}
+	forEachUser(t, func(t *testing.T, b *box) {
+		out, code := b.run("perl -e '" + probe + "'")
+		if code != 0 || !strings.HasPrefix(out, want) {
+			t.Errorf("inside: status %d\n%s\nwant %q (control outside: %q)", code, out, want, ctl)
 		}
 	})
 }

@@ -81,7 +81,10 @@ type Spec struct {
 	DisableUserns bool
 	// StatusFD is the descriptor bwrap writes its JSON status to (0: none).
 	StatusFD int
-	Command  []string
+	// SeccompFD is the descriptor bwrap reads devbox's seccomp filter
+	// from (0: none; see SeccompFilter).
+	SeccompFD int
+	Command   []string
 	// Notes say what the plan left out and why (e.g. a missing allowWrite
 	// path); `devbox run --explain` prints them.
 	Notes []string
