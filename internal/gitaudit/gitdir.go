@@ -127,7 +127,7 @@ var headFiles = map[string]bool{
 
 var (
 	objectName = `[0-9a-f]{40}(?:[0-9a-f]{24})?`
-	refContent = regexp.MustCompile(`^(?:` + objectName + `|ref: refs/[^\x00-\x20\x7f~^:?*\[\\]+)\n?$`)
+	refContent = regexp.MustCompile(`^(?:` + objectName + `|ref: refs/[^\x00-\x20\x7f~^:?*\[\\]+)$`)
 	packedRef  = regexp.MustCompile(`^(?:# pack-refs with:[ a-z-]*|` + objectName + ` refs/[^\x00-\x20\x7f~^:?*\[\\]+|\^` + objectName + `)$`)
 	fetchHead  = regexp.MustCompile(`^` + objectName + `\t(?:not-for-merge)?\t[^\x00-\x08\x0a-\x1f\x7f]*$`)
 )
@@ -140,26 +140,33 @@ func (s *scanner) pureData(rel, path string) bool {
 	switch {
 	case dataFiles[rel] || strings.HasSuffix(rel, ".lock"):
 		return true
+	case rel == "MERGE_HEAD":
+		return validLines(path, 1<<16, refContent) // one line per merged head
 	case headFiles[rel] || strings.HasPrefix(rel, "refs/"):
+		// One line: an object name or a symbolic ref.
 		data, n, err := readRegular(path, 512)
-		return err == nil && n <= 512 && refContent.Match(data)
-	case rel == "packed-refs" || rel == "FETCH_HEAD":
-		data, n, err := readRegular(path, maxConfig)
-		if err != nil || n > maxConfig {
-			return false
-		}
-		re := packedRef
-		if rel == "FETCH_HEAD" {
-			re = fetchHead
-		}
-		for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-			if l != "" && !re.MatchString(l) {
-				return false
-			}
-		}
-		return true
+		return err == nil && n <= 512 && refContent.MatchString(strings.TrimSuffix(string(data), "\n"))
+	case rel == "packed-refs":
+		return validLines(path, maxConfig, packedRef)
+	case rel == "FETCH_HEAD":
+		return validLines(path, maxConfig, fetchHead)
 	}
 	return false
+}
+
+// validLines reports whether the regular file at path, at most limit
+// bytes, is lines that each match re (a final newline allowed).
+func validLines(path string, limit int64, re *regexp.Regexp) bool {
+	data, n, err := readRegular(path, limit)
+	if err != nil || n > limit || len(data) == 0 {
+		return false
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		if !re.MatchString(l) {
+			return false
+		}
+	}
+	return true
 }
 
 // whole audits path and, when it is a directory, everything below it,

@@ -167,3 +167,34 @@ func appendFile(t *testing.T, path, s string) {
 		t.Fatal(err)
 	}
 }
+
+// TestPureData: what git writes in ordinary use is data and passes; the
+// same names with content git would not write, and files off the data
+// list, are reported.
+func TestPureData(t *testing.T) {
+	root, st := newRepo(t)
+	oid := strings.TrimSpace(mustGit(t, root, "rev-parse", "HEAD"))
+	gd := filepath.Join(root, ".git")
+	write(t, filepath.Join(gd, "refs/heads/ok"), oid+"\n", 0o644)
+	write(t, filepath.Join(gd, "MERGE_HEAD"), oid+"\n"+oid+"\n", 0o644)
+	write(t, filepath.Join(gd, "objects/ab/"+strings.Repeat("c", 38)), "x", 0o444)
+	write(t, filepath.Join(gd, "logs/refs/heads/ok"), "anything\n", 0o644)
+	if got := changed(t, st, root); len(got) != 0 {
+		t.Fatalf("data reported: %q", got)
+	}
+	write(t, filepath.Join(gd, "refs/heads/bad"), "exec evil\n", 0o644)
+	write(t, filepath.Join(gd, "ORIG_HEAD"), oid+"\n"+oid+"\n", 0o644)
+	write(t, filepath.Join(gd, "packed-refs"), "# pack-refs with: peeled\n"+oid+" refs/heads/x y\n", 0o644)
+	write(t, filepath.Join(gd, "info/attributes"), "* filter=x\n", 0o644)
+	write(t, filepath.Join(gd, "objects/info/alternates"), "/elsewhere/objects\n", 0o644)
+	write(t, filepath.Join(gd, "hooks/pre-commit.sample"), "#!/bin/sh\nchanged\n", 0o755)
+	write(t, filepath.Join(gd, "unknown"), "x", 0o644)
+	os.Symlink("/elsewhere", filepath.Join(gd, "refs/heads/link"))
+	got := changed(t, st, root)
+	for _, want := range []string{"file .git/refs/heads/bad", "file .git/ORIG_HEAD", "file .git/packed-refs", "file .git/info/attributes",
+		"file .git/objects/info/alternates", "file .git/hooks/pre-commit.sample", "file .git/unknown", "symlink .git/refs/heads/link"} {
+		if !hasChange(got, want) {
+			t.Errorf("%s not reported: %q", want, got)
+		}
+	}
+}
