@@ -175,6 +175,17 @@ func validLines(path string, limit int64, re *regexp.Regexp) bool {
 // directory an executable file is a Hook (with its first lines), any
 // other a File.
 func (s *scanner) whole(path string, kind Kind, depth int) {
+	if depth == 0 {
+		s.wholeLeft = maxWhole
+	}
+	if s.wholeLeft--; s.wholeLeft < 0 {
+		if s.wholeLeft == -1 {
+			// A core.hooksPath of "/" must not walk the machine; fail closed.
+			msg := fmt.Sprintf("more than %d entries to digest", maxWhole)
+			s.add(Finding{Kind: Unreadable, Path: s.rel(path), Value: msg, Digest: digest(msg)})
+		}
+		return
+	}
 	fi, err := os.Lstat(path)
 	if err != nil {
 		if !os.IsNotExist(err) {
@@ -234,6 +245,9 @@ func (s *scanner) whole(path string, kind Kind, depth int) {
 	}
 	s.add(f)
 }
+
+// maxWhole bounds the entries one whole() call digests.
+const maxWhole = 20000
 
 // configFile reports the entries git reads from one config file that are
 // not Allowed, and audits the files it includes and the hooks directory

@@ -195,6 +195,7 @@ type scanner struct {
 	seenFile  map[string]bool // config files audited, real paths
 	seenWhole map[string]bool // directories digested whole, real paths
 	count     map[string]int  // findings per kind, path and key
+	wholeLeft int             // entries the current whole() may still digest
 }
 
 func (s *scanner) add(f Finding) {

@@ -60,10 +60,14 @@ echo "devbox audit: first ${first} ms, warm median of $N ${warm} ms"
 # audit (one scan; the first run also records a baseline), against the
 # same run with --explain (plans, runs nothing) and `true` alone.
 if command -v bwrap >/dev/null; then
-	echo '{"sandbox": {"enabled": true}}' >"$work/policy.jsonc"
+	# Outside every path the sandbox can write (/tmp is one), or devbox
+	# run refuses it.
+	pol=$(mktemp /var/tmp/devbox-bench-policy-XXXXXX)
+	trap 'rm -rf "$work" "$pol"' EXIT
+	echo '{"sandbox": {"enabled": true}}' >"$pol"
 	cd "$ws"
-	"$work/devbox" run --policy "$work/policy.jsonc" -- true >/dev/null 2>&1 || true
-	runms=$(median "$N" "$work/devbox" run --policy "$work/policy.jsonc" --accept-new-paths -- true)
-	planms=$(median "$N" "$work/devbox" run --policy "$work/policy.jsonc" --explain -- true)
+	"$work/devbox" run --policy "$pol" -- true >/dev/null 2>&1 || { echo "devbox run fails here" >&2; exit 1; }
+	runms=$(median "$N" "$work/devbox" run --policy "$pol" -- true)
+	planms=$(median "$N" "$work/devbox" run --policy "$pol" --explain -- true)
 	echo "devbox run -- true: median of $N ${runms} ms; --explain (plan only) ${planms} ms"
 fi
