@@ -133,7 +133,7 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	audit, err := sandbox.BeginAudit(ws, home)
+	audit, err := sandbox.BeginAudit(ws, home, sandbox.WritablePath(spec, os.Getenv("PATH")))
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}

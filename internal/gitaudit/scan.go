@@ -112,6 +112,8 @@ type Result struct {
 	// config and config.worktree that exist as a real directory or file
 	// (not a link) at scan time.
 	ReadOnly []string `json:"readOnly"`
+	// Cache is the digest cache for the next scan (see Options.Cache).
+	Cache map[string]string `json:"-"`
 }
 
 // HeadLines is how many lines of a hook the report shows.
@@ -139,6 +141,13 @@ type Options struct {
 	Home string
 	// Git is the git binary that reads config; "" means git on PATH.
 	Git string
+	// Watch are more paths, absolute, digested whole as RunLater (the
+	// directories on the agent's PATH a sandboxed command can write).
+	Watch []string
+	// Cache is the previous scan's Result.Cache: a RunLater file whose
+	// device, inode, size, mtime and ctime are unchanged keeps its digest
+	// without being read again (a toolchain's bin directory is large).
+	Cache map[string]string
 }
 
 // Scan is ScanWith with the host audit's options.
@@ -174,12 +183,15 @@ func ScanWith(root string, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer cfg.Close()
-	s := &scanner{root: abs, opts: o, cfg: cfg, res: &Result{Root: abs},
+	s := &scanner{root: abs, opts: o, cfg: cfg, res: &Result{Root: abs, Cache: map[string]string{}},
 		seenDir: map[string]bool{}, seenFile: map[string]bool{}, seenWhole: map[string]bool{}, count: map[string]int{}}
 	if _, err := os.ReadDir(abs); err != nil {
 		return nil, err
 	}
 	s.walkTree(abs, o.RunLater)
+	for _, w := range o.Watch {
+		s.whole(w, RunLater, 0)
+	}
 	sort.Strings(s.res.GitDirs)
 	sort.Strings(s.res.ReadOnly)
 	sort.SliceStable(s.res.Findings, func(i, j int) bool { return s.res.Findings[i].ID() < s.res.Findings[j].ID() })

@@ -28,6 +28,7 @@ const RunStateDir = ".local/state/devbox/run"
 type Audit struct {
 	ws    string
 	home  string
+	watch []string
 	path  string
 	state *gitaudit.State
 	// Baseline is true when no audit had completed for the workspace:
@@ -38,12 +39,13 @@ type Audit struct {
 // BeginAudit loads the state of the last completed audit of ws from
 // home's RunStateDir; when there is none, it scans ws and records it as
 // the first state (so that even the first run, killed, is caught next
-// time).
-func BeginAudit(ws, home string) (*Audit, error) {
+// time). watch are more directories to audit whole, absolute: the ones on
+// the agent's PATH the sandbox leaves writable (WritablePath).
+func BeginAudit(ws, home string, watch []string) (*Audit, error) {
 	if real, err := filepath.EvalSymlinks(ws); err == nil {
 		ws = real // the state is keyed by the path the scan reports
 	}
-	a := &Audit{ws: ws, home: home, path: gitaudit.StatePath(filepath.Join(home, RunStateDir), ws)}
+	a := &Audit{ws: ws, home: home, watch: watch, path: gitaudit.StatePath(filepath.Join(home, RunStateDir), ws)}
 	st, err := gitaudit.LoadState(a.path)
 	switch {
 	case err == nil && st.Root == ws:
@@ -101,5 +103,27 @@ func Writable(spec Spec, path string) bool {
 }
 
 func (a *Audit) options() gitaudit.Options {
-	return gitaudit.Options{RunLater: true, Home: a.home}
+	o := gitaudit.Options{RunLater: true, Home: a.home, Watch: a.watch}
+	if a.state != nil {
+		o.Cache = a.state.Cache
+	}
+	return o
+}
+
+// WritablePath returns the directories of a PATH list that a sandboxed
+// command of spec could write: a program planted there runs the next time
+// a shell looks it up, outside the sandbox.
+func WritablePath(spec Spec, pathList string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, d := range filepath.SplitList(pathList) {
+		if !filepath.IsAbs(d) || seen[d] {
+			continue
+		}
+		seen[d] = true
+		if Writable(spec, d) {
+			out = append(out, d)
+		}
+	}
+	return out
 }

@@ -568,3 +568,39 @@ func TestE2ESeccompFilter(t *testing.T) {
 		}
 	})
 }
+
+// A directory on the agent's PATH that the sandbox leaves writable (here
+// ~/bin, with the home writable by policy) is audited: a `git` planted
+// there during a run is reported, and the control shows a shell outside
+// the sandbox would run it in place of git.
+func TestE2EWritablePathAudited(t *testing.T) {
+	forEachUser(t, func(t *testing.T, b *box) {
+		bin := filepath.Join(b.home, "bin")
+		os.MkdirAll(bin, 0o755)
+		os.Lchown(bin, b.uid, b.uid)
+		marker := filepath.Join(b.outside, "planted-git-ran")
+		run := func(script string) (string, int) {
+			cmd := exec.Command(b.devbox, "run", "--policy", b.policy, "--workspace", b.ws, "--", "sh", "-c", script)
+			cmd.Dir = b.ws
+			cmd.Env = []string{"HOME=" + b.home, "PATH=" + bin + ":/usr/bin:/bin"}
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: b.cred}
+			out, err := cmd.CombinedOutput()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+			return string(out), code
+		}
+		run("true")
+		out, code := run(fmt.Sprintf("printf '#!/bin/sh\\ntouch %s\\n' > %s/git && chmod +x %s/git", marker, bin, bin))
+		if code == 0 || !strings.Contains(out, auditLine("new", "runlater", filepath.Join(bin, "git"))) {
+			t.Errorf("a git planted on PATH: status %d\n%s", code, out)
+		}
+		ctl := exec.Command("sh", "-c", "git status >/dev/null 2>&1; true")
+		ctl.Env = []string{"PATH=" + bin + ":/usr/bin:/bin"}
+		ctl.Run()
+		if _, err := os.Stat(marker); err != nil {
+			t.Errorf("control: a shell outside did not run the planted git")
+		}
+	})
+}
