@@ -160,7 +160,7 @@ func TestConfigDifferential(t *testing.T) {
 // FuzzConfig is the same check on fuzzer-made bytes:
 // go test -fuzz FuzzConfig -fuzztime 60s ./internal/gitaudit/
 func FuzzConfig(f *testing.F) {
-	git := needGit(&testing.T{})
+	git := needGit(f)
 	for i, s := range []string{"[core \"fsmonitor\x00\"]\n\tx = y\n", "[include]\n\tpath = inc\n", "[remote \"o\"]\n\turl = ext::sh\n", "[url \"ext::x\"]\n\tinsteadOf = https://x.test/\n"} {
 		f.Add([]byte(s), []byte(fmt.Sprintf("[core]\n\tpager = p%d\n", i)))
 	}
