@@ -45,6 +45,12 @@ func BeginAudit(ws, home string, watch []string) (*Audit, error) {
 	if real, err := filepath.EvalSymlinks(ws); err == nil {
 		ws = real // the state is keyed by the path the scan reports
 	}
+	// The audit reads config with git: find out before the command runs.
+	cr, err := gitaudit.NewConfigReader("")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	cr.Close()
 	a := &Audit{ws: ws, home: home, watch: watch, path: gitaudit.StatePath(filepath.Join(home, RunStateDir), ws)}
 	st, err := gitaudit.LoadState(a.path)
 	switch {
