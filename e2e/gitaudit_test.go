@@ -107,6 +107,13 @@ func TestGitPersistence(t *testing.T) {
 	// New paths: written, and caught by the audit at the next start.
 	for _, attempt := range []struct{ name, script string }{
 		{"worktree config", "printf '[core]\\n\\tfsmonitor = touch " + marker + "\\n' > " + ws + "/.git/worktrees/wt/config.worktree"},
+		// Issue 23's classes, where no mount reaches: an exec line in a
+		// rebase todo, a commondir whose second line moves it, and a bare
+		// repository in a subdirectory whose HEAD is a link.
+		{"rebase todo", "mkdir -p " + ws + "/.git/rebase-merge && echo 'exec touch " + marker + "' > " + ws + "/.git/rebase-merge/git-rebase-todo"},
+		{"commondir second line", "printf '../..\\nx\\n' > " + ws + "/.git/worktrees/wt/commondir"},
+		{"bare repository, linked HEAD", "mkdir -p " + ws + "/store/objects " + ws + "/store/refs/heads && ln -s refs/heads/main " + ws + "/store/HEAD && " +
+			"printf '[alias]\\n\\tx = !touch " + marker + "\\n' > " + ws + "/store/config"},
 		{"new nested repository", "mkdir -p " + ws + "/newrepo/.git/objects " + ws + "/newrepo/.git/refs " + ws + "/newrepo/.git/hooks && " +
 			"echo 'ref: refs/heads/main' > " + ws + "/newrepo/.git/HEAD && " +
 			"printf '[core]\\n\\tfsmonitor = touch " + marker + "\\n' > " + ws + "/newrepo/.git/config && " +
@@ -130,7 +137,8 @@ func TestGitPersistence(t *testing.T) {
 		t.Fatalf("the start after planting went through:\n%s", upOut)
 	}
 	report := err.Error()
-	for _, want := range []string{".git/worktrees/wt/config.worktree", "core.fsmonitor", "newrepo/.git", "newrepo/.git/hooks/post-checkout", "devbox audit --accept"} {
+	for _, want := range []string{".git/worktrees/wt/config.worktree", "core.fsmonitor", "newrepo/.git", "newrepo/.git/hooks/post-checkout", "devbox audit --accept",
+		".git/rebase-merge/git-rebase-todo", ".git/worktrees/wt/commondir", "store/config", "alias.x", "store/HEAD"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the failed start's audit report does not name %q:\n%s", want, tail(report))
 		}

@@ -13,24 +13,28 @@ import (
 
 var auditCommand = &cli.Command{
 	Name:      "audit",
-	Usage:     "on the host: report git hooks and program-running git config in the workspace that nobody accepted",
+	Usage:     "on the host: report what in the workspace's git directories could make git run a program, that nobody accepted",
 	ArgsUsage: "[DIR]",
-	Description: `Finds every git directory under DIR (default: the current directory): the
-top-level .git, submodules under .git/modules, worktrees, nested and bare
-repositories, and .git files pointing elsewhere. For each it reads the
-executable hooks and the config keys that make git run a program
-(core.hooksPath, core.fsmonitor, core.sshCommand, core.pager, core.editor,
-filter.*, diff.*.textconv, credential.helper, include.path, includeIf.*,
-alias.*, ...), in config and config.worktree and the files they include.
+	Description: `Finds every directory under DIR (default: the current directory) git could use
+as a git directory: any .git entry, any directory with a HEAD entry beside
+objects and refs (or a commondir), .git/modules/**, .git/worktrees/*, and what
+gitfiles and commondir files point to (read whole, as git reads them).
+
+In each, everything but a short list of pure data (objects, refs and HEAD with
+valid content, logs, index, messages) is a finding with its SHA-256: hooks (and
+the directory an accepted core.hooksPath names) digested whole, rebase and
+sequencer state, any other file or link. Config files are read by git itself
+(git config --list --null on the file's bytes, outside any repository, running
+nothing); every entry but a short allow-list (user.name/email, branch.*.remote/
+merge, remote.*.url with an https/ssh/local URL, remote.*.fetch, core format
+flags, ...) is a finding, shown with git's own key. Includes are followed.
 
 It compares them with the state last accepted for DIR, kept outside the
 workspace in $XDG_STATE_HOME/devbox/audit (default ~/.local/state/devbox/audit),
-and fails listing everything new or changed: path, key or hook, first lines.
-The dev container's initializeCommand runs it before every start, so a hook
-or fsmonitor written inside the container stops the next start instead of
-running on the host. After reviewing, --accept records the current state.
-
-The audit reads files only: it never runs git or anything it inspects.`,
+and fails listing everything new or changed. The dev container's
+initializeCommand runs it before every start, so a hook or fsmonitor written
+inside the container stops the next start instead of running on the host.
+After reviewing, --accept records the current state. See docs/git.md.`,
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "accept", Usage: "record the current state as reviewed (prints what it accepts)"},
 		&cli.BoolFlag{Name: "json", Usage: "print the comparison as JSON"},

@@ -141,11 +141,11 @@ func auditBaseline(c *cli.Context, root string) error {
 	}
 	var risky []gitaudit.Change
 	for _, ch := range d.Changes {
-		if ch.Kind != gitaudit.GitDir && ch.Kind != gitaudit.GitLink {
+		if ch.Kind != gitaudit.GitDir && ch.Kind != gitaudit.GitLink && ch.Kind != gitaudit.File { // File: hook samples and other non-data files git does not run
 			risky = append(risky, ch)
 		}
 	}
-	fmt.Fprintf(c.App.Writer, "recorded    the git audit's first state (%s): %d git directories and links", path, len(d.Changes)-len(risky))
+	fmt.Fprintf(c.App.Writer, "recorded    the git audit's first state (%s): %d git directories, links and other files", path, len(d.Changes)-len(risky))
 	if len(risky) > 0 {
 		fmt.Fprintf(c.App.Writer, ", and these, accepted as they are now:")
 		for _, ch := range risky {

@@ -24,11 +24,14 @@ policy's sandbox.allowWrite; the policy's sandbox.denyRead hidden; and a mandato
 list of files that run later (shell start-up files, .git/hooks, .git/config,
 .mcp.json, .claude/commands, .vscode, ...) read-only whatever the policy says,
 including those that do not exist yet at the workspace root, and those that
-exist at launch at any depth of the workspace. The run ends with an audit of
-those dangerous paths (nested .git/hooks and .git/config, .mcp.json, shell rc
-files, .claude/*, ...): any created or changed during the run is printed and
+exist at launch at any depth of the workspace. The run ends with an audit
+(the host audit's model: every git directory and what in it is not pure data,
+config keys off the allow-list, plus shell rc files, .envrc, .mcp.json,
+.claude/, .vscode/, hook runners, ...) against the last completed audit's
+state (~/.local/state/devbox/run): anything new or changed is printed and
 devbox exits non-zero (1, or the command's own non-zero status) unless
 --accept-new-paths is given. Otherwise the command's exit status is devbox's.
+A policy file the sandbox could write is refused.
 
 The policy is --policy, else the policy in force inside a devbox container
 (` + layout.AppliedPolicyPath + `, which the entrypoint records: the repository's own
@@ -52,7 +55,7 @@ func runAction(c *cli.Context) error {
 		_, err := c.App.Writer.Write(sandbox.SeccompProfile)
 		return err
 	}
-	p, err := runPolicy(c.String("policy"))
+	p, polPath, err := runPolicy(c.String("policy"))
 	if err != nil {
 		return err
 	}
@@ -108,6 +111,11 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
+	if polPath != "" && spec.CanWrite(polPath) {
+		return fmt.Errorf("run: the policy %s is writable inside the sandbox it sets up, so an earlier run could have written it; "+
+			"devbox run reads a policy only where no sandboxed command can write: %s or %s, .devcontainer/%s at the workspace root "+
+			"(read-only in every run), or a --policy file outside the workspace and allowWrite", polPath, layout.AppliedPolicyPath, layout.PolicyPath, policy.DefaultFileName)
+	}
 	if c.String("policy") == "" {
 		if err := withinCeiling(cfg, spec); err != nil {
 			return fmt.Errorf("run: %w", err)
@@ -132,7 +140,7 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	before, err := sandbox.TakeSnapshot(ws)
+	audit, err := sandbox.BeginAudit(ws, home, sandbox.WritablePath(spec, os.Getenv("PATH")))
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
@@ -140,16 +148,18 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	after, err := sandbox.TakeSnapshot(ws)
+	d, err := audit.Finish()
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("devbox run: %v", err), max(code, 1))
 	}
-	if changes := before.Changes(after); len(changes) > 0 {
-		for _, ch := range changes {
-			fmt.Fprintf(c.App.ErrWriter, "devbox run: AUDIT: %s during the run (something may run it later, outside the sandbox)\n", ch)
+	if !d.OK() {
+		for _, ch := range d.Changes {
+			// String escapes control characters: a path cannot forge lines.
+			fmt.Fprintf(c.App.ErrWriter, "devbox run: AUDIT: %s\n", ch)
 		}
 		if !c.Bool("accept-new-paths") {
-			return cli.Exit(fmt.Sprintf("devbox run: %d dangerous path(s) created or changed during the run; review them, or pass --accept-new-paths", len(changes)), max(code, 1))
+			return cli.Exit(fmt.Sprintf("devbox run: %d dangerous path(s) created or changed since the last completed audit (%s); something may run them later, outside the sandbox: review them, or pass --accept-new-paths",
+				len(d.Changes), audit.Since().Format("2006-01-02 15:04:05Z")), max(code, 1))
 		}
 	}
 	if code != 0 {
@@ -161,26 +171,34 @@ func runAction(c *cli.Context) error {
 }
 
 // runPolicy loads the policy `devbox run` applies: inside a devbox
-// container the one in force (baseline.Applied: what the entrypoint
+// container the one in force (baseline.AppliedPath: what the entrypoint
 // resolved and fenced with, a mounted repository policy's narrowing
 // included), which the agent cannot edit; else the repository's
-// (policy.Find); else the defaults.
-func runPolicy(flag string) (*policy.Policy, error) {
+// (policy.Find); else the defaults. It also returns the file it read (""
+// for the defaults), which the run refuses when its own sandbox could
+// write it.
+func runPolicy(flag string) (*policy.Policy, string, error) {
 	if flag != "" {
-		return policy.Load(flag)
+		pol, err := policy.Load(flag)
+		return pol, flag, err
 	}
-	pol, err := baseline.Applied()
-	if !errors.Is(err, policy.ErrNoPolicy) {
-		return pol, err
+	inForce, err := baseline.AppliedPath()
+	if err != nil {
+		return nil, "", err
+	}
+	if pol, err := policy.Load(inForce); !errors.Is(err, policy.ErrNoPolicy) {
+		return pol, inForce, err
 	}
 	path, err := policy.Find(".")
 	if errors.Is(err, policy.ErrNoPolicy) {
-		return policy.Parse("(defaults)", []byte("{}"))
+		pol, err := policy.Parse("(defaults)", []byte("{}"))
+		return pol, "", err
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return policy.Load(path)
+	pol, err := policy.Load(path)
+	return pol, path, err
 }
 
 // withinCeiling repeats the baseline check on what this run resolves: the

@@ -23,8 +23,8 @@ func (d *Diff) WriteText(w io.Writer) error {
 		return err
 	}
 	if d.NoState {
-		fmt.Fprintf(&b, "devbox audit: %s: no state was ever accepted for this workspace; every git directory, hook and\n"+
-			"program-running config key is new. Review them:\n", d.Root)
+		fmt.Fprintf(&b, "devbox audit: %s: no state was ever accepted for this workspace; every git directory, hook,\n"+
+			"file that is not pure data and config key off the allow-list is new. Review them:\n", d.Root)
 	} else {
 		fmt.Fprintf(&b, "devbox audit: %s: %d new or changed since the accepted state; host git could run them:\n", d.Root, len(d.Changes))
 	}
@@ -57,8 +57,14 @@ func (c Change) String() string {
 		what = "symbolic link to " + Printable(f.Value)
 	case Hook:
 		what = fmt.Sprintf("executable hook %s (%d bytes, %s)", Printable(f.Key), f.Size, shortDigest(f.Digest))
+	case File:
+		what = fmt.Sprintf("file in a git directory, not pure data (%d bytes, %s)", f.Size, shortDigest(f.Digest))
+	case Sequencer:
+		what = fmt.Sprintf("state of an interrupted rebase/cherry-pick (%d bytes, %s): `git rebase --continue` runs its exec lines", f.Size, shortDigest(f.Digest))
+	case RunLater:
+		what = fmt.Sprintf("read or run by another tool (%d bytes, %s)", f.Size, shortDigest(f.Digest))
 	case Config:
-		what = Printable(f.Key) + " = " + Printable(f.Value)
+		what = "git reads " + Printable(f.Key) + " = " + Printable(f.Value) + " (not on the allow-list)"
 	case Unreadable:
 		what = "cannot be checked: " + Printable(f.Value)
 	}

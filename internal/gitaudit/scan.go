@@ -1,25 +1,27 @@
-// Package gitaudit finds, without running anything, every place in a
-// workspace from which git on the host would run a program: the git
-// directories (the top-level .git, submodules under .git/modules, worktree
-// admin directories, nested and bare repositories), their executable hooks
-// and the config keys that name programs. It compares them with a state the
-// user accepted, kept outside the workspace, so code written inside a dev
-// container cannot wait in the checkout for the host to run it.
+// Package gitaudit models what in a directory tree can make a program run
+// later, outside any sandbox, with the user's rights: every directory git
+// could use as a git directory (read generously: any HEAD entry beside
+// objects and refs, any .git entry, gitfiles and commondir read whole,
+// .git/modules/**, .git/worktrees/*, bare repositories with linked parts),
+// everything in them but a short named list of pure data, the config keys
+// git itself reads there judged by an allow-list, hooks directories
+// digested whole, sequencer state; and, for `devbox run`, the files and
+// directories of other tools that run what they hold (shell start-up
+// files, .envrc, hook runners, editor and agent settings). It never runs
+// anything it inspects: config files are read by `git config` on standard
+// input, outside any repository. The host's `devbox audit` and `devbox
+// run`'s end-of-run audit both compare a Scan with a state recorded
+// outside the tree.
 package gitaudit
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 )
 
 // Kind says what a finding is.
@@ -29,42 +31,56 @@ const (
 	// GitDir is a git directory; its presence is the finding.
 	GitDir Kind = "gitdir"
 	// GitLink is a pointer to a git directory: a .git file ("gitdir: X")
-	// or a worktree's commondir file; Value is the target.
+	// or a commondir file, read whole as git reads it; Value is the
+	// target.
 	GitLink Kind = "gitlink"
-	// Symlink is a .git, hooks directory, hook or config that is a
-	// symbolic link; Value is the target.
+	// Symlink is a symbolic link in a git directory, at a .git, or at a
+	// run-later name; Value is the target. Where git (or the tool) would
+	// follow it, the target is audited too.
 	Symlink Kind = "symlink"
-	// Hook is an executable file in a hooks directory (samples excluded:
-	// git never runs them).
+	// Hook is an executable file in a hooks directory (core.hooksPath's
+	// included), with its first lines.
 	Hook Kind = "hook"
-	// Config is a dangerous key (see Dangerous) in a config file.
+	// File is any other file of a git directory that is not on the list
+	// of pure data (objects, refs with valid content, logs, index, ...):
+	// a hook sample, info/attributes, a file git has no use for.
+	File Kind = "file"
+	// Sequencer is a file of an interrupted rebase, cherry-pick or revert
+	// (rebase-merge/, rebase-apply/, sequencer/): its todo list can hold
+	// "exec" lines that `git rebase --continue` runs.
+	Sequencer Kind = "sequencer"
+	// Config is a config entry git reads that is not on the allow-list
+	// (Allowed); Key is the name as git printed it.
 	Config Kind = "config"
-	// Unreadable is a file git would read that the audit could not: a
-	// config git refuses, a hook that is not a regular file, a directory
-	// the walk could not enter. Reported so the audit fails closed.
+	// RunLater is a file at a name another tool runs or obeys (RunLater
+	// names), in a devbox run audit.
+	RunLater Kind = "runlater"
+	// Unreadable is something git would read that the audit could not: a
+	// config git refuses, a FIFO, a directory the walk could not enter.
+	// Reported so the audit fails closed.
 	Unreadable Kind = "unreadable"
 )
 
-// Finding is one thing git on the host could run or obey.
+// Finding is one thing that could run, or choose what runs.
 type Finding struct {
 	Kind Kind `json:"kind"`
 	// Path is the file, relative to the workspace root with slashes, or
 	// absolute when it is outside the root (an include, a gitdir target).
 	Path string `json:"path"`
-	// Line is the line of a config key.
+	// Line is unused since config is read by git (kept for the JSON).
 	Line int `json:"line,omitempty"`
-	// Key is the config key (canonical name) or the hook's name.
+	// Key is the config key as git printed it, or the hook's name.
 	Key string `json:"key,omitempty"`
 	// Value is the config value, a link's target, or why a file is
 	// unreadable.
 	Value string `json:"value,omitempty"`
-	// Digest identifies the content: sha256 of the value, the hook's
-	// bytes, the link's target.
+	// Digest identifies the content: sha256 of the bytes (and the mode,
+	// for files), of the value, or of the link's target.
 	Digest string `json:"digest"`
-	// Size is a hook's size in bytes.
+	// Size is a file's size in bytes.
 	Size int64 `json:"size,omitempty"`
-	// Head is the first lines of a hook, for the report. Not part of
-	// the state.
+	// Head is the first lines of a hook or sequencer file, for the
+	// report. Not part of the state.
 	Head []string `json:"head,omitempty"`
 
 	ordinal int // nth occurrence of Key in Path, for keys git reads many times
@@ -86,7 +102,8 @@ func (f Finding) ID() string {
 type Result struct {
 	// Root is the workspace, absolute.
 	Root string `json:"root"`
-	// GitDirs are the git directories under Root, relative, sorted.
+	// GitDirs are the git directories found, relative (absolute outside
+	// Root), sorted.
 	GitDirs []string `json:"gitDirs"`
 	// Findings, sorted by ID.
 	Findings []Finding `json:"findings"`
@@ -95,25 +112,57 @@ type Result struct {
 	// config and config.worktree that exist as a real directory or file
 	// (not a link) at scan time.
 	ReadOnly []string `json:"readOnly"`
+	// Cache is the digest cache for the next scan (see Options.Cache).
+	Cache map[string]string `json:"-"`
 }
 
 // HeadLines is how many lines of a hook the report shows.
 const HeadLines = 5
 
-// maxConfig is the largest config file the audit parses; a larger one is
+// maxConfig is the largest config file the audit reads; a larger one is
 // reported as unreadable rather than skipped.
 const maxConfig = 16 << 20
 
 // maxIncludeDepth matches git's limit on nested includes.
 const maxIncludeDepth = 10
 
-// Scan walks root and returns every git directory, hook and dangerous key
-// under it. It reads files only: it never runs git or anything it finds,
-// never follows a symbolic link while walking, and opens files so that a
-// FIFO planted where a hook or config should be cannot block it. Errors
-// reading a single file become Unreadable findings; Scan fails only when
-// root itself cannot be read.
-func Scan(root string) (*Result, error) {
+// maxDepth bounds how deep the audit follows directories inside a git
+// directory or a run-later directory (links can make cycles).
+const maxDepth = 64
+
+// Options choose what Scan covers beyond git.
+type Options struct {
+	// RunLater adds, at any depth outside node_modules, the files and
+	// directories of RunLaterFiles and RunLaterDirs, digested whole:
+	// `devbox run`'s scope. The host audit covers git only.
+	RunLater bool
+	// Home resolves "~/" in include paths and core.hooksPath; "" means
+	// the user's home directory.
+	Home string
+	// Git is the git binary that reads config; "" means git on PATH.
+	Git string
+	// Watch are more paths, absolute, digested whole as RunLater (the
+	// directories on the agent's PATH a sandboxed command can write).
+	Watch []string
+	// Cache is the previous scan's Result.Cache: a RunLater file whose
+	// device, inode, size, mtime and ctime are unchanged keeps its digest
+	// without being read again (a toolchain's bin directory is large).
+	Cache map[string]string
+}
+
+// Scan is ScanWith with the host audit's options.
+func Scan(root string) (*Result, error) { return ScanWith(root, Options{}) }
+
+// ScanWith walks root and returns every git directory and what in it is
+// not pure data, and with o.RunLater every run-later name. It reads files
+// only, runs nothing it finds (config goes to `git config` as bytes on
+// standard input), never follows a symbolic link while walking the tree
+// (links at the names git or a tool would follow are followed and the
+// target audited), and opens files so that a FIFO planted where a file
+// should be cannot block it. Errors reading a single file become
+// Unreadable findings; ScanWith fails only when root itself cannot be
+// read or git cannot be started.
+func ScanWith(root string, o Options) (*Result, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, err
@@ -126,30 +175,22 @@ func Scan(root string) (*Result, error) {
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("%s is not a directory", root)
 	}
-	s := &scanner{root: abs, res: &Result{Root: abs}, seenDir: map[string]bool{}, seenFile: map[string]bool{}}
-	err = filepath.WalkDir(abs, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if path == abs {
-				return err
-			}
-			s.add(Finding{Kind: Unreadable, Path: s.rel(path), Value: err.Error(), Digest: digest(err.Error())})
-			if d != nil && d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		switch {
-		case d.IsDir():
-			if looksLikeGitDir(path, d.Name()) {
-				s.gitDir(path)
-			}
-		case d.Name() == ".git":
-			s.dotGit(path, d)
-		}
-		return nil
-	})
+	if o.Home == "" {
+		o.Home, _ = os.UserHomeDir()
+	}
+	cfg, err := NewConfigReader(o.Git)
 	if err != nil {
 		return nil, err
+	}
+	defer cfg.Close()
+	s := &scanner{root: abs, opts: o, cfg: cfg, res: &Result{Root: abs, Cache: map[string]string{}},
+		seenDir: map[string]bool{}, seenFile: map[string]bool{}, seenWhole: map[string]bool{}, count: map[string]int{}}
+	if _, err := os.ReadDir(abs); err != nil {
+		return nil, err
+	}
+	s.walkTree(abs, o.RunLater)
+	for _, w := range o.Watch {
+		s.whole(w, RunLater, 0)
 	}
 	sort.Strings(s.res.GitDirs)
 	sort.Strings(s.res.ReadOnly)
@@ -158,19 +199,31 @@ func Scan(root string) (*Result, error) {
 }
 
 type scanner struct {
-	root     string
-	res      *Result
-	seenDir  map[string]bool // git dirs audited, absolute
-	seenFile map[string]bool // config files audited, absolute
+	root      string
+	opts      Options
+	cfg       *ConfigReader
+	res       *Result
+	seenDir   map[string]bool // git dirs audited, real paths
+	seenFile  map[string]bool // config files audited, real paths
+	seenWhole map[string]bool // directories digested whole, real paths
+	count     map[string]int  // findings per kind, path and key
+	wholeLeft int             // entries the current whole() may still digest
 }
 
 func (s *scanner) add(f Finding) {
-	for _, g := range s.res.Findings {
-		if g.Kind == f.Kind && g.Path == f.Path && g.Key == f.Key {
-			f.ordinal++
-		}
-	}
+	k := string(f.Kind) + "\x00" + f.Path + "\x00" + f.Key
+	f.ordinal = s.count[k]
+	s.count[k]++
 	s.res.Findings = append(s.res.Findings, f)
+}
+
+func (s *scanner) unreadable(path, key string, err error) {
+	msg := err.Error()
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		msg = pe.Op + ": " + pe.Err.Error()
+	}
+	s.add(Finding{Kind: Unreadable, Path: s.rel(path), Key: key, Value: msg, Digest: digest(msg)})
 }
 
 // rel is path relative to the root with slashes, or absolute outside it.
@@ -184,290 +237,133 @@ func (s *scanner) rel(path string) string {
 
 func (s *scanner) inside(path string) bool { return !filepath.IsAbs(s.rel(path)) }
 
-// looksLikeGitDir is git's test for a git directory, loosened: a
-// directory named .git, a directory with HEAD, objects/ and refs/ (a bare
-// repository or a submodule's directory under .git/modules), or a worktree's
-// admin directory (HEAD and commondir).
-func looksLikeGitDir(path, name string) bool {
-	if name == ".git" {
-		return true
-	}
-	if !isRegular(filepath.Join(path, "HEAD")) {
-		return false
-	}
-	if isRegular(filepath.Join(path, "commondir")) {
-		return true
-	}
-	return isRealDir(filepath.Join(path, "objects")) && isRealDir(filepath.Join(path, "refs"))
-}
-
-func isRegular(p string) bool { fi, err := os.Lstat(p); return err == nil && fi.Mode().IsRegular() }
-func isRealDir(p string) bool { fi, err := os.Lstat(p); return err == nil && fi.IsDir() }
-
-// dotGit handles a .git that is not a directory: a gitfile or a link.
-func (s *scanner) dotGit(path string, d fs.DirEntry) {
-	if d.Type()&fs.ModeSymlink != 0 {
-		target, err := os.Readlink(path)
-		if err != nil {
-			s.add(Finding{Kind: Unreadable, Path: s.rel(path), Value: err.Error(), Digest: digest(err.Error())})
-			return
-		}
-		s.add(Finding{Kind: Symlink, Path: s.rel(path), Value: target, Digest: digest(target)})
-		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-			s.gitDir(path)
-		}
-		return
-	}
-	if !d.Type().IsRegular() {
-		s.add(Finding{Kind: Unreadable, Path: s.rel(path), Value: "not a regular file: " + d.Type().String(), Digest: digest(d.Type().String())})
-		return
-	}
-	s.gitLink(path, "gitdir: ")
-}
-
-// gitLink reads a file naming a git directory (a gitfile, or a worktree's
-// commondir with prefix ""), reports it and audits the directory it names.
-func (s *scanner) gitLink(path, prefix string) {
-	data, _, err := readRegular(path, 4096)
+// walkTree walks a directory of the work tree. A directory that looks like
+// a git directory is audited as one (and not walked as a tree); a .git
+// entry of any kind is followed; with names set, run-later names are
+// digested whole.
+func (s *scanner) walkTree(dir string, names bool) {
+	entries, err := readDir(dir)
 	if err != nil {
-		s.add(Finding{Kind: Unreadable, Path: s.rel(path), Value: err.Error(), Digest: digest(err.Error())})
+		s.unreadable(dir, "", err)
 		return
 	}
-	line, _, _ := strings.Cut(string(data), "\n")
-	line = strings.TrimSuffix(line, "\r")
-	target, ok := strings.CutPrefix(line, prefix)
-	if !ok {
-		s.add(Finding{Kind: Unreadable, Path: s.rel(path), Value: "not a gitfile: " + line, Digest: digest(line)})
+	if looksLikeGitDir(entries) {
+		s.gitDir(dir)
 		return
 	}
-	s.add(Finding{Kind: GitLink, Path: s.rel(path), Value: target, Digest: digest(target)})
+	for _, e := range entries {
+		name := e.Name()
+		p := filepath.Join(dir, name)
+		switch {
+		case name == ".git":
+			s.dotGit(p, e)
+		case names && (runLaterFile[name] || runLaterDir[name]):
+			s.whole(p, RunLater, 0)
+		case e.IsDir():
+			s.walkTree(p, names && name != "node_modules")
+		}
+	}
+}
+
+// readDir lists a directory without sorting or stat-ing its entries.
+func readDir(dir string) ([]fs.DirEntry, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
+}
+
+// looksLikeGitDir is git's is_git_directory read generously: a HEAD entry
+// of any kind (file, link, directory, FIFO), and either objects and refs
+// entries of any kind or a commondir entry (a worktree's admin directory
+// takes them from the common directory). Git itself also checks HEAD's
+// content; the audit does not, so that no HEAD git accepts is missed.
+func looksLikeGitDir(entries []fs.DirEntry) bool {
+	var head, objects, refs, common bool
+	for _, e := range entries {
+		switch e.Name() {
+		case "HEAD":
+			head = true
+		case "objects":
+			objects = true
+		case "refs":
+			refs = true
+		case "commondir":
+			common = true
+		}
+	}
+	return head && (objects && refs || common)
+}
+
+// dotGit follows a .git entry: a directory, a gitfile, or a link to
+// either; anything else is reported.
+func (s *scanner) dotGit(path string, d fs.DirEntry) {
+	switch t := d.Type(); {
+	case t.IsDir():
+		s.gitDir(path)
+	case t&fs.ModeSymlink != 0:
+		s.link(path, "")
+		fi, err := os.Stat(path)
+		switch {
+		case err != nil:
+		case fi.IsDir():
+			s.gitDir(path)
+		default:
+			s.gitLink(path, "gitdir: ", filepath.Dir(path))
+		}
+	case t.IsRegular():
+		s.gitLink(path, "gitdir: ", filepath.Dir(path))
+	default:
+		s.add(Finding{Kind: Unreadable, Path: s.rel(path), Value: "not a regular file: " + t.String(), Digest: digest(t.String())})
+	}
+}
+
+// link reports a symbolic link and its target.
+func (s *scanner) link(path, key string) {
+	target, err := os.Readlink(path)
+	if err != nil {
+		s.unreadable(path, key, err)
+		return
+	}
+	s.add(Finding{Kind: Symlink, Path: s.rel(path), Key: key, Value: target, Digest: digest(target)})
+}
+
+// gitLink reads a file naming a git directory the way git does: the whole
+// file (a gitfile must start with "gitdir: "), trailing newlines and
+// carriage returns stripped, cut at a NUL as git's C strings are. Further
+// lines are part of the path. A relative target is relative to base.
+// It reports the file and audits the directory it names.
+func (s *scanner) gitLink(path, prefix, base string) {
+	data, _, err := readRegular(path, 1<<16)
+	if err != nil {
+		s.unreadable(path, "", err)
+		return
+	}
+	sum := sha256Hex(data)
+	text := string(data)
+	if !strings.HasPrefix(text, prefix) {
+		s.add(Finding{Kind: Unreadable, Path: s.rel(path), Value: "not a gitfile: " + firstN(text, 200), Digest: sum})
+		return
+	}
+	text = strings.TrimRight(text[len(prefix):], "\r\n")
+	target, _, _ := strings.Cut(text, "\x00")
+	s.add(Finding{Kind: GitLink, Path: s.rel(path), Value: target, Digest: sum})
+	if target == "" {
+		return
+	}
 	if !filepath.IsAbs(target) {
-		target = filepath.Join(filepath.Dir(path), target)
+		target = filepath.Join(base, target)
 	}
 	if fi, err := os.Stat(target); err == nil && fi.IsDir() {
 		s.gitDir(target)
 	}
 }
 
-// gitDir audits one git directory: its hooks, config and config.worktree,
-// and a worktree admin directory's commondir.
-func (s *scanner) gitDir(dir string) {
-	key := dir
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		key = real
+func firstN(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
 	}
-	if s.seenDir[key] {
-		return
-	}
-	s.seenDir[key] = true
-	s.res.GitDirs = append(s.res.GitDirs, s.rel(dir))
-	s.add(Finding{Kind: GitDir, Path: s.rel(dir), Digest: digest("")})
-
-	hooks := filepath.Join(dir, "hooks")
-	if fi, err := os.Lstat(hooks); err == nil {
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			target, _ := os.Readlink(hooks)
-			s.add(Finding{Kind: Symlink, Path: s.rel(hooks), Value: target, Digest: digest(target)})
-		} else if fi.IsDir() && s.inside(hooks) {
-			s.res.ReadOnly = append(s.res.ReadOnly, s.rel(hooks))
-		}
-		s.hooks(hooks)
-	}
-	for _, name := range []string{"config", "config.worktree"} {
-		p := filepath.Join(dir, name)
-		fi, err := os.Lstat(p)
-		if err != nil {
-			continue
-		}
-		if fi.Mode().IsRegular() && s.inside(p) {
-			s.res.ReadOnly = append(s.res.ReadOnly, s.rel(p))
-		}
-		s.configFile(p, 0)
-	}
-	if isRegular(filepath.Join(dir, "commondir")) {
-		s.gitLink(filepath.Join(dir, "commondir"), "")
-	}
-}
-
-// hooks reports every file git could run from a hooks directory.
-func (s *scanner) hooks(dir string) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		s.add(Finding{Kind: Unreadable, Path: s.rel(dir), Value: err.Error(), Digest: digest(err.Error())})
-		return
-	}
-	for _, e := range entries {
-		name := e.Name()
-		if strings.HasSuffix(name, ".sample") {
-			continue
-		}
-		p := filepath.Join(dir, name)
-		if e.Type()&fs.ModeSymlink != 0 {
-			target, _ := os.Readlink(p)
-			s.add(Finding{Kind: Symlink, Path: s.rel(p), Key: name, Value: target, Digest: digest(target)})
-		}
-		fi, err := os.Stat(p) // what git would run: the link's target
-		if err != nil || fi.IsDir() {
-			continue
-		}
-		if !fi.Mode().IsRegular() {
-			s.add(Finding{Kind: Unreadable, Path: s.rel(p), Key: name, Value: "not a regular file: " + fi.Mode().String(), Digest: digest(fi.Mode().String())})
-			continue
-		}
-		if fi.Mode().Perm()&0o111 == 0 {
-			continue // git ignores a hook that is not executable
-		}
-		head, sum, size, err := hashFile(p)
-		if err != nil {
-			s.add(Finding{Kind: Unreadable, Path: s.rel(p), Key: name, Value: err.Error(), Digest: digest(err.Error())})
-			continue
-		}
-		s.add(Finding{Kind: Hook, Path: s.rel(p), Key: name, Digest: sum, Size: size, Head: firstLines(head, HeadLines)})
-	}
-}
-
-// configFile reports the dangerous keys of one config file and of the
-// files it includes.
-func (s *scanner) configFile(path string, depth int) {
-	if depth > maxIncludeDepth {
-		return
-	}
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return // git skips a missing include
-	}
-	key := path
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		key = real
-	}
-	if s.seenFile[key] {
-		return
-	}
-	s.seenFile[key] = true
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		target, _ := os.Readlink(path)
-		s.add(Finding{Kind: Symlink, Path: s.rel(path), Value: target, Digest: digest(target)})
-	}
-	data, total, err := readRegular(path, maxConfig)
-	if err == nil && total > maxConfig {
-		err = fmt.Errorf("larger than %d bytes", maxConfig)
-	}
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return
-		}
-		s.add(Finding{Kind: Unreadable, Path: s.rel(path), Value: err.Error(), Digest: digest(err.Error())})
-		return
-	}
-	entries, perr := ParseConfig(data)
-	if perr != nil {
-		// git refuses the file, but acts on no key of it; fail closed
-		// anyway, the user should see what is there.
-		sum := sha256.Sum256(data)
-		s.add(Finding{Kind: Unreadable, Path: s.rel(path), Value: "git would refuse it: " + perr.Error(), Digest: "sha256:" + hex.EncodeToString(sum[:])})
-	}
-	for _, e := range entries {
-		if !Dangerous(e.Name) {
-			continue
-		}
-		v := e.Value
-		if e.NoValue {
-			v = "(no value: true)"
-		}
-		s.add(Finding{Kind: Config, Path: s.rel(path), Line: e.Line, Key: e.Name, Value: v, Digest: digest(e.Name + "=" + v)})
-		if (e.Section() == "include" || e.Section() == "includeif") && e.Key() == "path" && !e.NoValue {
-			s.configFile(includeTarget(path, e.Value), depth+1)
-		}
-	}
-}
-
-// includeTarget resolves an include.path value the way git does: "~/" is
-// the home directory, a relative path is relative to the including file.
-func includeTarget(from, v string) string {
-	if rest, ok := strings.CutPrefix(v, "~/"); ok {
-		home, _ := os.UserHomeDir()
-		return filepath.Join(home, rest)
-	}
-	if filepath.IsAbs(v) {
-		return v
-	}
-	return filepath.Join(filepath.Dir(from), v)
-}
-
-// openRegular opens path for reading without blocking on a FIFO and
-// without acquiring a terminal, and refuses anything but a regular file.
-func openRegular(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("not a regular file: %s", fi.Mode())
-	}
-	return f, nil
-}
-
-// readRegular returns up to limit bytes of a regular file and its size.
-func readRegular(path string, limit int64) ([]byte, int64, error) {
-	f, err := openRegular(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit))
-	return data, fi.Size(), err
-}
-
-// hashFile returns the first bytes of a regular file, its digest and size.
-func hashFile(path string) ([]byte, string, int64, error) {
-	f, err := openRegular(path)
-	if err != nil {
-		return nil, "", 0, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	var head bytes.Buffer
-	n, err := io.Copy(io.MultiWriter(h, &limitedBuffer{&head, 4096}), f)
-	if err != nil {
-		return nil, "", 0, err
-	}
-	return head.Bytes(), "sha256:" + hex.EncodeToString(h.Sum(nil)), n, nil
-}
-
-type limitedBuffer struct {
-	b   *bytes.Buffer
-	max int
-}
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := l.max - l.b.Len(); room > 0 {
-		l.b.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
-}
-
-func firstLines(b []byte, n int) []string {
-	lines := strings.SplitN(string(b), "\n", n+1)
-	if len(lines) > n {
-		lines = lines[:n]
-	}
-	for len(lines) > 0 && lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
-	}
-	return lines
-}
-
-func digest(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return s
 }

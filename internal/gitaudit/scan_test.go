@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/devbox-dev/devbox/internal/devboxtest"
 )
 
 // bareRepo makes the smallest directory git takes for a repository:
@@ -35,7 +37,7 @@ func write(t *testing.T, path, data string, mode os.FileMode) {
 	os.Chmod(path, mode)
 }
 
-func scan(t *testing.T, root string) *Result {
+func scan(t testing.TB, root string) *Result {
 	t.Helper()
 	r, err := Scan(root)
 	if err != nil {
@@ -51,73 +53,6 @@ func find(r *Result, kind Kind, path, key string) *Finding {
 		}
 	}
 	return nil
-}
-
-// TestDangerousKeys plants each key the issue names, one at a time, in a
-// nested repository's config, and expects the audit to report it.
-func TestDangerousKeys(t *testing.T) {
-	cases := []struct{ config, key string }{
-		{"[core]\n\thooksPath = .githooks\n", "core.hookspath"},
-		{"[core]\n\tfsmonitor = touch /tmp/x\n", "core.fsmonitor"},
-		{"[core]\n\tsshCommand = ssh -oProxyCommand=evil\n", "core.sshcommand"},
-		{"[core]\n\tpager = evil\n", "core.pager"},
-		{"[core]\n\teditor = evil\n", "core.editor"},
-		{"[core]\n\taskPass = evil\n", "core.askpass"},
-		{"[core]\n\tgitProxy = evil\n", "core.gitproxy"},
-		{"[core]\n\tworktree = /home/user\n", "core.worktree"},
-		{"[filter \"x\"]\n\tclean = evil\n", "filter.x.clean"},
-		{"[filter \"x\"]\n\tsmudge = evil\n", "filter.x.smudge"},
-		{"[filter \"x\"]\n\tprocess = evil\n", "filter.x.process"},
-		{"[diff \"x\"]\n\ttextconv = evil\n", "diff.x.textconv"},
-		{"[diff \"x\"]\n\tcommand = evil\n", "diff.x.command"},
-		{"[diff]\n\texternal = evil\n", "diff.external"},
-		{"[merge \"x\"]\n\tdriver = evil\n", "merge.x.driver"},
-		{"[credential]\n\thelper = !evil\n", "credential.helper"},
-		{"[credential \"https://x.test\"]\n\thelper = evil\n", "credential.https://x.test.helper"},
-		{"[include]\n\tpath = ../evil\n", "include.path"},
-		{"[includeIf \"gitdir:/\"]\n\tpath = ../evil\n", "includeif.gitdir:/.path"},
-		{"[alias]\n\tst = !evil\n", "alias.st"},
-		{"[pager]\n\tlog = evil\n", "pager.log"},
-		{"[sequence]\n\teditor = evil\n", "sequence.editor"},
-		{"[gpg]\n\tprogram = evil\n", "gpg.program"},
-		{"[gpg \"ssh\"]\n\tprogram = evil\n", "gpg.ssh.program"},
-		{"[remote \"origin\"]\n\tuploadpack = evil\n", "remote.origin.uploadpack"},
-		{"[remote \"origin\"]\n\treceivepack = evil\n", "remote.origin.receivepack"},
-		{"[submodule \"lib\"]\n\tupdate = !evil\n", "submodule.lib.update"},
-		{"[interactive]\n\tdiffFilter = evil\n", "interactive.difffilter"},
-		{"[uploadpack]\n\tpackObjectsHook = evil\n", "uploadpack.packobjectshook"},
-		{"[trailer \"x\"]\n\tcommand = evil\n", "trailer.x.command"},
-		{"[sendemail]\n\tsendmailCmd = evil\n", "sendemail.sendmailcmd"},
-		{"[difftool \"x\"]\n\tcmd = evil\n", "difftool.x.cmd"},
-		{"[extensions]\n\tworktreeConfig = true\n", "extensions.worktreeconfig"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.key, func(t *testing.T) {
-			root := t.TempDir()
-			bareRepo(t, filepath.Join(root, "vendor/x/.git"), "[core]\n\tbare = false\n"+tc.config)
-			r := scan(t, root)
-			f := find(r, Config, "vendor/x/.git/config", tc.key)
-			if f == nil {
-				t.Fatalf("%s not reported; findings: %+v", tc.key, r.Findings)
-			}
-			if f.Line < 2 {
-				t.Errorf("line %d, want the key's line", f.Line)
-			}
-			if find(r, Config, "vendor/x/.git/config", "core.bare") != nil {
-				t.Errorf("core.bare reported")
-			}
-		})
-	}
-}
-
-// TestHarmlessKeys are keys git never runs: reporting them would train the
-// user to accept without reading.
-func TestHarmlessKeys(t *testing.T) {
-	for _, k := range []string{"core.bare", "core.filemode", "remote.origin.url", "remote.origin.fetch", "branch.main.merge", "color.pager", "user.email", "core.repositoryformatversion"} {
-		if Dangerous(k) {
-			t.Errorf("Dangerous(%q) = true", k)
-		}
-	}
 }
 
 // TestConfigWorktree: a worktree's config.worktree is read when
@@ -410,4 +345,18 @@ func TestReportEscapes(t *testing.T) {
 	if !strings.Contains(b.String(), `\x1b[1A`) || !strings.Contains(b.String(), `tab\there`) {
 		t.Errorf("escapes not shown: %q", b.String())
 	}
+}
+
+// needGit returns the git binary: tests building fixtures with git fail
+// without it under DEVBOX_E2E and skip otherwise.
+func needGit(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("git")
+	if err != nil {
+		if devboxtest.E2E() {
+			t.Fatalf("%s is set but git is not installed", devboxtest.E2EVar)
+		}
+		t.Skip("git is not installed")
+	}
+	return p
 }

@@ -22,6 +22,8 @@ type State struct {
 	Root     string            `json:"root"`
 	Accepted time.Time         `json:"accepted"`
 	Entries  map[string]string `json:"entries"` // Finding.ID() → Digest
+	// Cache is the scan's digest cache (Result.Cache), for the next scan.
+	Cache map[string]string `json:"cache,omitempty"`
 }
 
 // ErrNoState says no state was ever accepted for a workspace.
@@ -80,7 +82,7 @@ func (st *State) Save(path string) error {
 
 // State is the result as a state to accept.
 func (r *Result) State(now time.Time) *State {
-	st := &State{Root: r.Root, Accepted: now.UTC(), Entries: map[string]string{}}
+	st := &State{Root: r.Root, Accepted: now.UTC(), Entries: map[string]string{}, Cache: r.Cache}
 	for _, f := range r.Findings {
 		st.Entries[f.ID()] = f.Digest
 	}

@@ -13,9 +13,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/devbox-dev/devbox/internal/gitaudit"
 	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/workspace"
 )
@@ -121,7 +123,18 @@ var HostGitArgs = []string{
 // Pull brings the container's branches into the host's repository as
 // refs/remotes/<Remote>/*: the container writes a bundle of its branches
 // to stdout (as the agent's user), devbox stores it in a private
-// temporary file, and git on the host fetches from it with HostGitArgs.
+// temporary file, and then, since git 2.39 checks nothing it fetches from
+// a bundle whatever fetch.fsckObjects says:
+//   - the bundle's ref names are checked against a safe set
+//     (gitaudit.SafeRef: refs/heads/ then letters, digits and ._/-, no
+//     component led by '.' or '-', no ".."); any other is refused by name;
+//   - the bundle is fetched into a quarantine repository (a new bare one,
+//     no template, in a private temporary directory), and `git fsck
+//     --strict` must pass there;
+//   - the host's repository fetches from the quarantine over git's local
+//     transport, which does check objects (transfer.fsckObjects), with
+//     HostGitArgs.
+//
 // Local branches are never moved; merge what you reviewed.
 func Pull(ctx context.Context, o PullOptions) (string, error) {
 	if o.Remote == "" {
@@ -144,23 +157,64 @@ func Pull(ctx context.Context, o PullOptions) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	f, err := os.CreateTemp("", "devbox-pull-*.bundle")
+	tmp, err := os.MkdirTemp("", "devbox-pull-*")
 	if err != nil {
 		return "", err
 	}
-	defer os.Remove(f.Name())
-	_, err = f.Write(bundle)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	defer os.RemoveAll(tmp)
+	bundlePath, quarantine := filepath.Join(tmp, "branches.bundle"), filepath.Join(tmp, "quarantine.git")
+	if err := os.WriteFile(bundlePath, bundle, 0o600); err != nil {
+		return "", err
 	}
+	git := func(dir string, args ...string) ([]byte, error) {
+		return o.Run.Output(ctx, nil, "git", append(append([]string{"-C", dir}, HostGitArgs...), args...)...)
+	}
+	if _, err := o.Run.Output(ctx, nil, "git", append(append([]string{}, HostGitArgs...), "init", "--quiet", "--bare", "--template=", quarantine)...); err != nil {
+		return "", err
+	}
+	heads, err := git(quarantine, "bundle", "list-heads", bundlePath)
 	if err != nil {
 		return "", err
 	}
-	args := append(append([]string{"-C", root}, HostGitArgs...), "fetch", "--no-tags", "--no-write-fetch-head", f.Name(),
-		"+refs/heads/*:refs/remotes/"+o.Remote+"/*")
-	if _, err := o.Run.Output(ctx, nil, "git", args...); err != nil {
+	refspecs, err := bundleRefspecs(heads)
+	if err != nil {
 		return "", err
 	}
-	refs, err := o.Run.Output(ctx, nil, "git", append(append([]string{"-C", root}, HostGitArgs...), "for-each-ref", "--format=%(refname:short) %(objectname:short) %(subject)", "refs/remotes/"+o.Remote+"/")...)
+	if len(refspecs) == 0 {
+		return "", errors.New("the container's bundle has no branch")
+	}
+	if _, err := git(quarantine, append([]string{"fetch", "--no-tags", "--no-write-fetch-head", bundlePath}, refspecs...)...); err != nil {
+		return "", err
+	}
+	if _, err := git(quarantine, "fsck", "--strict", "--no-dangling", "--no-progress"); err != nil {
+		return "", fmt.Errorf("the container's commits fail git fsck --strict; nothing was fetched: %w", err)
+	}
+	if _, err := git(root, "fetch", "--no-tags", "--no-write-fetch-head", quarantine, "+refs/heads/*:refs/remotes/"+o.Remote+"/*"); err != nil {
+		return "", err
+	}
+	refs, err := git(root, "for-each-ref", "--format=%(refname:short) %(objectname:short) %(subject)", "refs/remotes/"+o.Remote+"/")
 	return string(refs), err
+}
+
+// bundleRefspecs reads `git bundle list-heads` ("<oid> <ref>" lines) and
+// returns a "+ref:ref" refspec per branch, or an error naming every ref
+// outside the safe set.
+func bundleRefspecs(heads []byte) ([]string, error) {
+	var specs, refused []string
+	for _, line := range strings.Split(strings.TrimSuffix(string(heads), "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		_, ref, ok := strings.Cut(line, " ")
+		if !ok || !gitaudit.SafeRef(ref) {
+			refused = append(refused, strconv.Quote(ref))
+			continue
+		}
+		specs = append(specs, "+"+ref+":"+ref)
+	}
+	if len(refused) > 0 {
+		return nil, fmt.Errorf("the container's bundle has ref names outside the safe set (refs/heads/ then letters, digits, '.', '_', '/', '-'; no component starting with '.' or '-'; no '..'), nothing was fetched: %s",
+			strings.Join(refused, ", "))
+	}
+	return specs, nil
 }

@@ -42,6 +42,9 @@ func Args(spec Spec) []string {
 	if spec.StatusFD > 0 {
 		a = append(a, "--json-status-fd", strconv.Itoa(spec.StatusFD))
 	}
+	if spec.SeccompFD > 0 {
+		a = append(a, "--seccomp", strconv.Itoa(spec.SeccompFD))
+	}
 	a = append(a, "--")
 	return append(a, spec.Command...)
 }

@@ -1,123 +1,128 @@
 package sandbox
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"sort"
+	"time"
+
+	"github.com/devbox-dev/devbox/internal/gitaudit"
 )
 
-// Snapshot is the state of a workspace's dangerous paths (findDangerous in
-// audit mode, and everything below the directories among them): each path
-// with a fingerprint of what it is. Two snapshots, one taken before the
-// sandboxed command starts and one after it ends, show what the command
-// created or changed where no read-only mount could stop it: below a
-// directory that appeared during the run (a `git clone`, a `git init`, a new
-// sub-project), which sandbox-runtime does not look at either.
-type Snapshot map[string]string
+// RunStateDir is where `devbox run` keeps the state of its last completed
+// audit of each workspace, relative to the home directory. It is on the
+// mandatory write-deny list (MandatoryHomeDenyWrite): no sandboxed command
+// can rewrite the baseline it will be compared with.
+const RunStateDir = ".local/state/devbox/run"
 
-// maxHashed bounds the bytes hashed per file; a larger file is fingerprinted
-// by size and modification time. The files watched are small settings and
-// scripts, so in practice all are hashed.
-const maxHashed = 1 << 20
-
-// TakeSnapshot snapshots the dangerous paths under root, a workspace.
-func TakeSnapshot(root string) (Snapshot, error) {
-	root, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: audit: %w", err)
-	}
-	s := Snapshot{}
-	var errs []error
-	err = findDangerous(OSFS{}, root, true, func(p string, k Kind) {
-		if k == Missing {
-			return
-		}
-		if err := s.add(p); err != nil {
-			errs = append(errs, err)
-		}
-	})
-	if err == nil && len(errs) > 0 {
-		err = errs[0]
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: audit of %s: %w", root, err)
-	}
-	return s, nil
+// Audit is devbox run's end-of-run audit: gitaudit's model of what in a
+// tree can run later (every git directory and what in it is not pure
+// data, config entries off the allow-list, hooks, sequencer state, and the
+// run-later names of other tools), compared with the state of the last
+// audit that completed for this workspace. The state advances only when
+// an audit completes (Finish): a run that is killed, or whose devbox is
+// killed, leaves the next run reporting everything since the last
+// completed audit. No mount can cover a directory that did not exist when
+// the sandbox started (a `git clone`, a new sub-project); the audit does.
+type Audit struct {
+	ws    string
+	home  string
+	watch []string
+	path  string
+	state *gitaudit.State
+	// Baseline is true when no audit had completed for the workspace:
+	// BeginAudit recorded the tree as it is as the first state.
+	Baseline bool
 }
 
-// add records p and, when it is a directory, everything below it.
-func (s Snapshot) add(p string) error {
-	return filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fp, err := fingerprint(q, d)
-		if err != nil {
-			return err
-		}
-		s[q] = fp
-		return nil
-	})
-}
-
-// fingerprint says what q is: a directory, a symbolic link and its target,
-// or a file with its mode and content hash.
-func fingerprint(q string, d fs.DirEntry) (string, error) {
-	switch t := d.Type(); {
-	case t.IsDir():
-		return "dir", nil
-	case t&fs.ModeSymlink != 0:
-		target, err := os.Readlink(q)
-		return "link -> " + target, err
-	case !t.IsRegular():
-		return "special " + t.String(), nil
+// BeginAudit loads the state of the last completed audit of ws from
+// home's RunStateDir; when there is none, it scans ws and records it as
+// the first state (so that even the first run, killed, is caught next
+// time). watch are more directories to audit whole, absolute: the ones on
+// the agent's PATH the sandbox leaves writable (WritablePath).
+func BeginAudit(ws, home string, watch []string) (*Audit, error) {
+	if real, err := filepath.EvalSymlinks(ws); err == nil {
+		ws = real // the state is keyed by the path the scan reports
 	}
-	fi, err := d.Info()
+	// The audit reads config with git: find out before the command runs.
+	cr, err := gitaudit.NewConfigReader("")
 	if err != nil {
-		return "", err
+		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	if fi.Size() > maxHashed {
-		return fmt.Sprintf("file %v size %d mtime %d", fi.Mode(), fi.Size(), fi.ModTime().UnixNano()), nil
+	cr.Close()
+	a := &Audit{ws: ws, home: home, watch: watch, path: gitaudit.StatePath(filepath.Join(home, RunStateDir), ws)}
+	st, err := gitaudit.LoadState(a.path)
+	switch {
+	case err == nil && st.Root == ws:
+		a.state = st
+		return a, nil
+	case err != nil && !errors.Is(err, gitaudit.ErrNoState):
+		return nil, fmt.Errorf("sandbox: audit state: %w", err)
 	}
-	f, err := os.Open(q)
+	r, err := gitaudit.ScanWith(ws, a.options())
 	if err != nil {
-		return "", err
+		return nil, fmt.Errorf("sandbox: audit of %s: %w", ws, err)
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
+	a.state, a.Baseline = r.State(time.Now()), true
+	if err := a.state.Save(a.path); err != nil {
+		return nil, fmt.Errorf("sandbox: audit state: %w", err)
 	}
-	return fmt.Sprintf("file %v sha256:%s", fi.Mode(), hex.EncodeToString(h.Sum(nil))), nil
+	return a, nil
 }
 
-// Change is a dangerous path created or changed during a run.
-type Change struct {
-	Path string
-	// What is "created" or "changed".
-	What string
+// Finish scans the workspace, compares it with the last completed audit's
+// state, and records the scan as the new state: this audit is complete,
+// its report is the caller's to print.
+func (a *Audit) Finish() (*gitaudit.Diff, error) {
+	r, err := gitaudit.ScanWith(a.ws, a.options())
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: audit of %s: %w", a.ws, err)
+	}
+	d := gitaudit.Compare(a.state, r)
+	if err := r.State(time.Now()).Save(a.path); err != nil {
+		return d, fmt.Errorf("sandbox: audit state: %w", err)
+	}
+	return d, nil
 }
 
-func (c Change) String() string { return c.What + " " + c.Path }
+// Since is when the state the audit compares with was recorded.
+func (a *Audit) Since() time.Time { return a.state.Accepted }
 
-// Changes lists, sorted by path, the paths of after that are not in s or
-// differ from it. Removals are not listed: nothing runs a deleted file.
-func (s Snapshot) Changes(after Snapshot) []Change {
-	var out []Change
-	for p, fa := range after {
-		fb, ok := s[p]
-		switch {
-		case !ok:
-			out = append(out, Change{p, "created"})
-		case fb != fa:
-			out = append(out, Change{p, "changed"})
+// CanWrite reports whether a sandboxed command of spec could write path,
+// resolved through links as bwrap will find it (Access decides).
+// `devbox run` refuses a policy file it could write.
+func (s Spec) CanWrite(path string) bool {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	return s.Access(path) == Writable
+}
+
+func (a *Audit) options() gitaudit.Options {
+	o := gitaudit.Options{RunLater: true, Home: a.home, Watch: a.watch}
+	if a.state != nil {
+		o.Cache = a.state.Cache
+	}
+	return o
+}
+
+// WritablePath returns the directories of a PATH list that a sandboxed
+// command of spec could write: a program planted there runs the next time
+// a shell looks it up, outside the sandbox.
+func WritablePath(spec Spec, pathList string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, d := range filepath.SplitList(pathList) {
+		if !filepath.IsAbs(d) || seen[d] {
+			continue
+		}
+		seen[d] = true
+		if spec.CanWrite(d) {
+			out = append(out, d)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
 }

@@ -3,12 +3,11 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
-	"reflect"
 	"testing"
 )
 
 func TestAuditChanges(t *testing.T) {
-	ws := t.TempDir()
+	ws, home := t.TempDir(), t.TempDir()
 	write := func(rel, content string) {
 		t.Helper()
 		p := filepath.Join(ws, rel)
@@ -19,66 +18,108 @@ func TestAuditChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(".git/config", "[core]\n")
+	write(".git/HEAD", "ref: refs/heads/main\n")
+	write(".git/refs/heads/main", "0123456789012345678901234567890123456789\n")
+	write(".git/config", "[core]\n\tbare = false\n")
 	write(".git/objects/ab/cdef", "blob")
 	write("sub/.vscode/settings.json", "{}")
 	write("sub/.bashrc", "# rc\n")
 	write("a/.claude/settings.json", "{}")
 	write("src/main.go", "package main\n")
 	write("old/.mcp.json", "{}")
+	big := make([]byte, 2<<20)
+	write("b/.envrc", string(big))
 
-	before, err := TakeSnapshot(ws)
-	if err != nil {
-		t.Fatal(err)
+	a, err := BeginAudit(ws, home, nil)
+	if err != nil || !a.Baseline {
+		t.Fatalf("BeginAudit: %v, baseline %v", err, a.Baseline)
 	}
 	// What a command could do where no mount stops it.
-	write("clone/.git/hooks/post-checkout", "#!/bin/sh\nevil\n") // a new repository
+	write("clone/.git/HEAD", "ref: refs/heads/main\n") // a new repository
+	os.MkdirAll(filepath.Join(ws, "clone/.git/objects"), 0o755)
+	os.MkdirAll(filepath.Join(ws, "clone/.git/refs"), 0o755)
+	write("clone/.git/hooks/post-checkout", "#!/bin/sh\nevil\n")
 	write("clone/.git/config", "[core]\nhooksPath = x\n")
+	write(".git/commondir", "../elsewhere\n")
 	write("sub/.vscode/settings.json", `{"evil": true}`) // a change
 	write("new/deep/.mcp.json", "{}")
 	write("a/.claude/agents/x.md", "evil")
 	write("a/.envrc", "evil")
+	write("x/.pre-commit-config.yaml", "repos: []\n")
+	write("x/.cursor/mcp.json", "{}")
 	write("mod/.git", "gitdir: /tmp/evil\n")
+	big[1<<20+7] = 'x' // same size; the mtime is put back below
+	fi, _ := os.Stat(filepath.Join(ws, "b/.envrc"))
+	write("b/.envrc", string(big))
+	os.Chtimes(filepath.Join(ws, "b/.envrc"), fi.ModTime(), fi.ModTime())
 	if err := os.Symlink("/tmp/evil", filepath.Join(ws, "new/.zshrc")); err != nil {
 		t.Fatal(err)
 	}
-	// What it may do: ordinary files, git's objects, node_modules, removals.
+	// What it may do: ordinary files, git's objects and refs,
+	// node_modules, removals.
 	write("src/main.go", "package main // edited\n")
 	write(".git/objects/12/3456", "blob")
+	write(".git/refs/heads/topic", "0123456789012345678901234567890123456789\n")
 	write("node_modules/pkg/.bashrc", "ignored")
 	if err := os.Remove(filepath.Join(ws, "old/.mcp.json")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(filepath.Join(ws, "sub/.bashrc"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-
-	after, err := TakeSnapshot(ws)
+	d, err := a.Finish()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, c := range before.Changes(after) {
-		rel, _ := filepath.Rel(ws, c.Path)
-		got = append(got, c.What+" "+rel)
+	for _, c := range d.Changes {
+		got = append(got, string(c.Status)+" "+c.ID())
 	}
 	want := []string{
-		"created a/.claude/agents",
-		"created a/.claude/agents/x.md",
-		"created a/.envrc",
-		"created clone/.git/config",
-		"created clone/.git/hooks",
-		"created clone/.git/hooks/post-checkout",
-		"created mod/.git",
-		"created new/.zshrc",
-		"created new/deep/.mcp.json",
-		"changed sub/.bashrc",
-		"changed sub/.vscode/settings.json",
+		"new config clone/.git/config core.hookspath",
+		"new gitdir clone/.git",
+		"new gitlink .git/commondir",
+		"new gitlink mod/.git",
+		"new file clone/.git/hooks/post-checkout", // not executable: a file, still watched
+		"new runlater a/.claude/agents/x.md",
+		"new runlater a/.envrc",
+		"changed runlater b/.envrc",
+		"changed runlater sub/.vscode/settings.json",
+		"new runlater x/.cursor/mcp.json",
+		"new runlater x/.pre-commit-config.yaml",
+		"new runlater new/deep/.mcp.json",
+		"new symlink new/.zshrc",
 	}
-	if !reflect.DeepEqual(got, want) {
+	if !sameSet(got, want) {
 		t.Errorf("changes:\n got %q\nwant %q", got, want)
 	}
-	if c := before.Changes(before); len(c) != 0 {
-		t.Errorf("a snapshot compared with itself: %v", c)
+
+	// The state advanced: a second audit reports nothing new.
+	a2, err := BeginAudit(ws, home, nil)
+	if err != nil || a2.Baseline {
+		t.Fatalf("second BeginAudit: %v, baseline %v", err, a2.Baseline)
 	}
+	// A run whose audit never completes (devbox killed) leaves the
+	// change for the next one.
+	write("killed/.envrc", "evil")
+	a3, _ := BeginAudit(ws, home, nil)
+	_ = a3 // killed: no Finish
+	a4, _ := BeginAudit(ws, home, nil)
+	d4, err := a4.Finish()
+	if err != nil || len(d4.Changes) != 1 || d4.Changes[0].Path != "killed/.envrc" {
+		t.Errorf("after a killed run: %+v, %v", d4.Changes, err)
+	}
+}
+
+func sameSet(a, b []string) bool {
+	m := map[string]int{}
+	for _, s := range a {
+		m[s]++
+	}
+	for _, s := range b {
+		m[s]--
+	}
+	for _, n := range m {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -12,25 +12,16 @@ var (
 	claudeDirs    = []string{"commands", "agents"}
 )
 
-// auditOnly are names the run-end audit also watches at any depth, beyond
-// what Plan protects there: what only the root is protected for
-// (MandatoryWorkspaceDenyWrite), and the whole of .claude.
-var (
-	auditFile = setOf(".envrc")
-	auditDir  = setOf(".husky", ".devcontainer", ".claude")
-)
-
 // findDangerous walks the tree at root, down to maxGlobDepth directories
 // like the "**" globs and through the same listings, and calls found with
 // every dangerous path: a file of DangerousFiles, a directory of
 // DangerousDirs, and in each git directory its hooks directory and config
 // (reported Missing when absent, so that a repository's hooks can be denied
-// before there are any). With audit set it also reports the auditOnly names,
-// a whole .claude directory, a .git file and symbolic links with any of
-// these names. It descends neither into what it reports,
+// before there are any). The run-end audit watches more (gitaudit's model,
+// see Audit); Plan makes read-only what exists. It descends neither into what it reports,
 // nor into .git, node_modules (large, and never a place an editor or a
 // shell reads settings from) or symbolic links, which are never followed.
-func findDangerous(fsys FS, root string, audit bool, found func(p string, k Kind)) error {
+func findDangerous(fsys FS, root string, found func(p string, k Kind)) error {
 	var walk func(dir string, depth int) error
 	walk = func(dir string, depth int) error {
 		entries, err := readDirKinds(fsys, dir)
@@ -43,12 +34,8 @@ func findDangerous(fsys FS, root string, audit bool, found func(p string, k Kind
 			case e.Name == "node_modules":
 			case e.Kind == Symlink:
 				// Plan leaves a link alone: a mount would land where it
-				// points. The audit notes where it points.
-				if audit && (dangerousFile[e.Name] || auditFile[e.Name] || dangerousDir[e.Name] || auditDir[e.Name] || e.Name == ".git") {
-					found(p, Symlink)
-				}
-			case e.Kind == File && (dangerousFile[e.Name] || audit && (auditFile[e.Name] || e.Name == ".git")):
-				// A .git file points git at another directory (gitdir:).
+				// points. The audit follows it and watches the target.
+			case e.Kind == File && dangerousFile[e.Name]:
 				found(p, File)
 			case e.Kind != Dir:
 			case e.Name == ".git":
@@ -60,7 +47,7 @@ func findDangerous(fsys FS, root string, audit bool, found func(p string, k Kind
 					}
 					found(q, k)
 				}
-			case dangerousDir[e.Name] || audit && auditDir[e.Name]:
+			case dangerousDir[e.Name]:
 				found(p, Dir)
 			case e.Name == ".claude":
 				for _, n := range claudeDirs {

@@ -9,9 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/devbox-dev/devbox/internal/devboxtest"
 )
@@ -59,10 +61,17 @@ func newBox(t *testing.T, uid int) *box {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(outside) })
+	// The policy too: devbox run refuses one its sandbox could write.
+	polDir, err := os.MkdirTemp("/var/tmp", "devbox-e2e-policy-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(polDir) })
+	os.Chmod(polDir, 0o755)
 	var bin []byte
 	b := &box{t: t, uid: uid,
 		home: filepath.Join(root, "home"), ws: filepath.Join(root, "home", "src", "ws"),
-		outside: outside, policy: filepath.Join(root, "policy.jsonc")}
+		outside: outside, policy: filepath.Join(polDir, "policy.jsonc")}
 	if inside() {
 		bin, err = os.ReadFile(devboxtest.RequireBinary(t, "devbox"))
 	} else {
@@ -423,31 +432,38 @@ func TestE2EMandatoryDenyAtDepth(t *testing.T) {
 	})
 }
 
+// auditLine is the run-end audit's line for one change (see
+// gitaudit.Change.String).
+func auditLine(status, kind, rel string) string {
+	return fmt.Sprintf("AUDIT: %-8s %-10s %s  ", status, kind, rel)
+}
+
 // What appears during the run, where no mount could be, is reported by the
 // run-end audit, which fails the run unless --accept-new-paths is given.
 func TestE2ERunEndAudit(t *testing.T) {
 	forEachUser(t, func(t *testing.T, b *box) {
 		b.file("sub/.vscode/settings.json", "{}\n")
-		out, code := b.run("mkdir -p clone/.git/hooks && echo evil > clone/.git/hooks/post-checkout && echo '[core]' > clone/.git/config && " +
+		out, code := b.run("mkdir -p clone/.git/hooks && echo evil > clone/.git/hooks/post-checkout && printf '[core]\\n\\tfsmonitor = evil\\n' > clone/.git/config && " +
 			"mkdir -p deep/x && echo evil > deep/x/.mcp.json && mkdir -p p/.claude/commands && echo evil > p/.claude/commands/c.md && echo fine > deep/x/notes.txt")
 		if code != 1 {
 			t.Errorf("dangerous paths created during the run: status %d, want 1\n%s", code, out)
 		}
-		for _, rel := range []string{"clone/.git/hooks/post-checkout", "clone/.git/config", "deep/x/.mcp.json", "p/.claude/commands/c.md"} {
-			if !strings.Contains(out, "AUDIT: created "+filepath.Join(b.ws, rel)+" ") {
-				t.Errorf("the audit does not report %s:\n%s", rel, out)
+		for _, l := range []string{auditLine("new", "file", "clone/.git/hooks/post-checkout"), auditLine("new", "config", "clone/.git/config"),
+			auditLine("new", "gitdir", "clone/.git"), auditLine("new", "runlater", "deep/x/.mcp.json"), auditLine("new", "runlater", "p/.claude/commands/c.md")} {
+			if !strings.Contains(out, l) {
+				t.Errorf("the audit does not report %q:\n%s", l, out)
 			}
 		}
 		if strings.Contains(out, "notes.txt") {
 			t.Errorf("the audit reports an ordinary file:\n%s", out)
 		}
 		// The command's own failure wins over the audit's status.
-		if out, code := b.run("echo evil > deep/x/.bashrc; exit 42"); code != 42 || !strings.Contains(out, "AUDIT: created "+filepath.Join(b.ws, "deep/x/.bashrc")) {
+		if out, code := b.run("echo evil > deep/x/.bashrc; exit 42"); code != 42 || !strings.Contains(out, auditLine("new", "runlater", "deep/x/.bashrc")) {
 			t.Errorf("exit 42 with a new .bashrc: status %d, want 42 and the audit line\n%s", code, out)
 		}
 		// Accepted: reported, not failed.
 		out, code = b.run("mkdir -p other/.git/hooks && echo evil > other/.git/hooks/pre-push", "--accept-new-paths")
-		if code != 0 || !strings.Contains(out, "AUDIT: created "+filepath.Join(b.ws, "other/.git/hooks/pre-push")) {
+		if code != 0 || !strings.Contains(out, auditLine("new", "file", "other/.git/hooks/pre-push")) {
 			t.Errorf("--accept-new-paths: status %d, want 0 and the audit line\n%s", code, out)
 		}
 		// What the last run created is protected from the next run on.
@@ -457,6 +473,134 @@ func TestE2ERunEndAudit(t *testing.T) {
 		// Nothing dangerous touched: nothing reported.
 		if out, code := b.run("echo ok > deep/x/notes.txt"); code != 0 || strings.Contains(out, "AUDIT") {
 			t.Errorf("an ordinary write: status %d\n%s", code, out)
+		}
+		// Content, not metadata: a file over 1 MiB rewritten at the same
+		// size with its mtime put back.
+		big := strings.Repeat("x", 2<<20)
+		p := b.file("big/.envrc", big)
+		b.run("true")
+		fi, _ := os.Stat(p)
+		out, _ = b.run(fmt.Sprintf("printf y | dd of=big/.envrc bs=1 seek=%d conv=notrunc 2>/dev/null; touch -d @%d big/.envrc", 1<<20+3, fi.ModTime().Unix()))
+		if !strings.Contains(out, auditLine("changed", "runlater", "big/.envrc")) {
+			t.Errorf("a same-size rewrite with the mtime restored is not reported:\n%s", out)
+		}
+		// Control characters in a path cannot forge or hide report lines.
+		out, _ = b.run("mkdir -p \"$(printf 'e\\033[2K\\rvil\\nAUDIT: nothing')\" && echo x > \"$(printf 'e\\033[2K\\rvil\\nAUDIT: nothing')/.envrc\"")
+		if !strings.Contains(out, `e\x1b[2K\rvil\nAUDIT: nothing/.envrc`) || strings.ContainsAny(out, "\x1b\r") {
+			t.Errorf("a path with ESC, CR and newline is not escaped in the report:\n%q", out)
+		}
+	})
+}
+
+// A run whose devbox is killed (SIGKILL: no audit at its end) does not
+// advance the audit's state: the next run reports what it did.
+func TestE2EKilledRunAudited(t *testing.T) {
+	forEachUser(t, func(t *testing.T, b *box) {
+		b.run("true") // a completed audit: the state
+		marker := filepath.Join(b.ws, "started")
+		cmd := exec.Command(b.devbox, "run", "--policy", b.policy, "--workspace", b.ws, "--", "sh", "-c", "mkdir k && echo evil > k/.envrc; touch started; sleep 60")
+		cmd.Dir = b.ws
+		cmd.Env = []string{"HOME=" + b.home, "PATH=/usr/bin:/bin"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: b.cred}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		for {
+			if _, err := os.Stat(marker); err == nil {
+				break
+			}
+			select {
+			case err := <-exited:
+				t.Fatalf("devbox run ended before the command started: %v\n%s", err, stderr.String())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		cmd.Process.Kill()
+		<-exited
+		out, code := b.run("true")
+		if code == 0 || !strings.Contains(out, auditLine("new", "runlater", "k/.envrc")) {
+			t.Errorf("after a killed run, the next run does not report its .envrc: status %d\n%s", code, out)
+		}
+	})
+}
+
+// devbox run refuses a policy its own sandbox could write (an earlier run
+// could have written it), and names the files it accepts.
+func TestE2EWritablePolicyRefused(t *testing.T) {
+	forEachUser(t, func(t *testing.T, b *box) {
+		pol, _ := os.ReadFile(b.policy)
+		p := b.file("devbox.policy.jsonc", string(pol))
+		cmd := exec.Command(b.devbox, "run", "--policy", p, "--workspace", b.ws, "--", "true")
+		cmd.Dir = b.ws
+		cmd.Env = []string{"HOME=" + b.home, "PATH=/usr/bin:/bin"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: b.cred}
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "is writable inside the sandbox") || !strings.Contains(string(out), ".devcontainer/") {
+			t.Errorf("a policy in the workspace: %v\n%s", err, out)
+		}
+	})
+}
+
+// devbox run's own seccomp filter: io_uring, ptrace, userfaultfd,
+// perf_event_open, keyctl and process_vm_readv fail inside (ENOSYS or
+// EPERM); the control runs the same calls outside, where none of them
+// fails that way.
+func TestE2ESeccompFilter(t *testing.T) {
+	perl := devboxtest.RequireBinary(t, "perl")
+	// syscall numbers: x86-64 only (the arm64 ones differ).
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the probe uses x86-64 system call numbers")
+	}
+	probe := `for $n (425, 101, 323, 298, 250, 310) { $r = syscall($n, 0, 0, 0, 0); print "$n:", ($r == -1 ? $!+0 : "ok"), "\n" }`
+	want := "425:38\n101:1\n323:38\n298:1\n250:1\n310:1\n"
+	ctl, err := exec.Command(perl, "-e", probe).Output()
+	if err != nil || string(ctl) == want {
+		t.Fatalf("control outside the sandbox: %v %q", err, ctl)
+	}
+	forEachUser(t, func(t *testing.T, b *box) {
+		out, code := b.run("perl -e '" + probe + "'")
+		if code != 0 || !strings.HasPrefix(out, want) {
+			t.Errorf("inside: status %d\n%s\nwant %q (control outside: %q)", code, out, want, ctl)
+		}
+	})
+}
+
+// A directory on the agent's PATH that the sandbox leaves writable (here
+// ~/bin, with the home writable by policy) is audited: a `git` planted
+// there during a run is reported, and the control shows a shell outside
+// the sandbox would run it in place of git.
+func TestE2EWritablePathAudited(t *testing.T) {
+	forEachUser(t, func(t *testing.T, b *box) {
+		bin := filepath.Join(b.home, "bin")
+		os.MkdirAll(bin, 0o755)
+		os.Lchown(bin, b.uid, b.uid)
+		marker := filepath.Join(b.outside, "planted-git-ran")
+		run := func(script string) (string, int) {
+			cmd := exec.Command(b.devbox, "run", "--policy", b.policy, "--workspace", b.ws, "--", "sh", "-c", script)
+			cmd.Dir = b.ws
+			cmd.Env = []string{"HOME=" + b.home, "PATH=" + bin + ":/usr/bin:/bin"}
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: b.cred}
+			out, err := cmd.CombinedOutput()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+			return string(out), code
+		}
+		run("true")
+		out, code := run(fmt.Sprintf("printf '#!/bin/sh\\ntouch %s\\n' > %s/git && chmod +x %s/git", marker, bin, bin))
+		if code == 0 || !strings.Contains(out, auditLine("new", "runlater", filepath.Join(bin, "git"))) {
+			t.Errorf("a git planted on PATH: status %d\n%s", code, out)
+		}
+		ctl := exec.Command("sh", "-c", "git status >/dev/null 2>&1; true")
+		ctl.Env = []string{"PATH=" + bin + ":/usr/bin:/bin"}
+		ctl.Run()
+		if _, err := os.Stat(marker); err != nil {
+			t.Errorf("control: a shell outside did not run the planted git")
 		}
 	})
 }

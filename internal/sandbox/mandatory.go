@@ -36,6 +36,9 @@ var MandatoryHomeDenyWrite = []string{
 	".ssh/authorized_keys", ".ssh/config",
 	".claude/settings.json", ".claude/commands", ".claude/agents",
 	".mcp.json", ".ripgreprc",
+	// The run-end audit's state (RunStateDir's parent): the baseline the
+	// next run compares with.
+	".local/state/devbox",
 }
 
 // MandatoryWorkspaceDenyWrite are relative to the workspace root (and to
@@ -53,7 +56,7 @@ var MandatoryWorkspaceDenyWrite = concat(DangerousFiles, DangerousDirs, gitDange
 var placeholderDirs = map[string]bool{
 	".config/git": true, ".claude/commands": true, ".claude/agents": true,
 	".git/hooks": true, ".vscode": true, ".idea": true, ".devcontainer": true,
-	".husky": true,
+	".husky": true, ".local/state/devbox": true,
 }
 
 func concat(lists ...[]string) []string {

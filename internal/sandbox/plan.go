@@ -81,7 +81,10 @@ type Spec struct {
 	DisableUserns bool
 	// StatusFD is the descriptor bwrap writes its JSON status to (0: none).
 	StatusFD int
-	Command  []string
+	// SeccompFD is the descriptor bwrap reads devbox's seccomp filter
+	// from (0: none; see SeccompFilter).
+	SeccompFD int
+	Command   []string
 	// Notes say what the plan left out and why (e.g. a missing allowWrite
 	// path); `devbox run --explain` prints them.
 	Notes []string
@@ -277,7 +280,7 @@ func (pl *planner) protect(ws string) ([]prot, error) {
 			wants = append(wants, want{n, path.Join(d, n), placeholderKind(n)})
 		}
 	}
-	err := findDangerous(pl.fsys, ws, false, func(p string, k Kind) {
+	err := findDangerous(pl.fsys, ws, func(p string, k Kind) {
 		rel := strings.TrimPrefix(p, ws+"/")
 		switch {
 		case k != Missing:

@@ -82,9 +82,25 @@ func Run(ctx context.Context, bwrap string, spec Spec, stdio Stdio) (int, error)
 	}
 	defer statusR.Close()
 	spec.StatusFD = 3 // the first of ExtraFiles
+	extra := []*os.File{statusW}
+	if filter, err := SeccompFilter(); err == nil {
+		// A few hundred bytes: the pipe holds them until bwrap reads.
+		fr, fw, err := os.Pipe()
+		if err != nil {
+			return 0, err
+		}
+		_, err = fw.Write(filter)
+		fw.Close()
+		defer fr.Close()
+		if err != nil {
+			return 0, err
+		}
+		spec.SeccompFD = 4
+		extra = append(extra, fr)
+	}
 	cmd := exec.Command(bwrap, Args(spec)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
-	cmd.ExtraFiles = []*os.File{statusW}
+	cmd.ExtraFiles = extra
 	if spec.NewSession {
 		// Out of the terminal's foreground group, so that Ctrl-C does not
 		// kill bwrap (and with it, the command) before devbox forwards it.

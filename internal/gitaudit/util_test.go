@@ -1,0 +1,5 @@
+package gitaudit
+
+import "time"
+
+var timeZero = time.Unix(0, 0)
