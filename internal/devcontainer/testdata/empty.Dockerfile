@@ -55,6 +55,7 @@ RUN set -eu; \
       useradd --uid 1000 --gid 1000 --create-home --home-dir /home/dev --shell /bin/bash dev; \
     fi; \
     mkdir -p /home/dev/.cache /home/dev/.npm /home/dev/go && chown 1000:1000 /home/dev/.cache /home/dev/.npm /home/dev/go; \
+    install -d -o 1000 -g 1000 -m 0700 /home/dev/.claude; \
     git config --system --add safe.directory '*'; \
     mkdir -p /etc/devbox /var/log/devbox; \
     chown 998:998 /var/log/devbox; \
