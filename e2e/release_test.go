@@ -107,7 +107,7 @@ func TestRelease(t *testing.T) {
 		BOMFormat    string `json:"bomFormat"`
 		SerialNumber string `json:"serialNumber"`
 		Metadata     struct {
-			Timestamp string `json:"timestamp"`
+			Timestamp string                `json:"timestamp"`
 			Component struct{ Name string } `json:"component"`
 		} `json:"metadata"`
 		Components []struct {
