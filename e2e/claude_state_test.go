@@ -65,7 +65,7 @@ func TestClaudeState(t *testing.T) {
 	t.Cleanup(func() { e.d.Command(context.Background(), "volume", "rm", "-f", vol).Run() })
 	e.d.Run(t, "run", "--rm", "--network", "none", "-v", vol+":/v", e.base, "sh", "-c",
 		`echo '{}' > /v/.claude.json && mkdir /v/projects && chmod 0755 /v`)
-	if got := e.d.Run(t, "run", "--rm", "--network", "none", "-v", vol+":/v", e.base, "stat", "-c", "%u:%g %a", "/v", "/v/.claude.json"); got != "0:0 755\n0:0 644\n" {
+	if got := e.d.Run(t, "run", "--rm", "--network", "none", "-v", vol+":/v", e.base, "stat", "-c", "%u:%g %a", "/v", "/v/.claude.json"); strings.TrimSpace(got) != "0:0 755\n0:0 644" {
 		t.Fatalf("the old volume is %q, want root-owned", got)
 	}
 
@@ -105,7 +105,7 @@ func TestClaudeState(t *testing.T) {
 			t.Fatalf("touch ~/.claude/x as the user: %v\n%s", err, out)
 		}
 		// Not recursive: what root left inside stays root's.
-		if got := e.d.Run(t, "exec", id, "stat", "-c", "%u", "/home/dev/.claude/projects"); got != "0\n" {
+		if got := e.d.Run(t, "exec", id, "stat", "-c", "%u", "/home/dev/.claude/projects"); strings.TrimSpace(got) != "0" {
 			t.Errorf("~/.claude/projects is uid %q, want 0 (only the directory and .claude.json are handed over)", got)
 		}
 	})
@@ -121,6 +121,7 @@ func TestClaudeState(t *testing.T) {
 		}
 	})
 
+	cleanup := t.Cleanup // the rebuilt container outlives its subtest
 	t.Run("rebuilt on the same volume", func(t *testing.T) {
 		path := "PATH=" + filepath.Dir(e.devbox) + string(os.PathListSeparator) + os.Getenv("PATH")
 		out, err := runErr(repo, []string{"DOCKER_HOST=" + e.d.Host, path}, e.dcli, "up", "--workspace-folder", repo, "--docker-path", e.d.Path, "--remove-existing-container")
@@ -131,7 +132,7 @@ func TestClaudeState(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		json.Unmarshal([]byte(lines[len(lines)-1]), &res)
 		if res.ContainerID != "" && res.ContainerID != id {
-			t.Cleanup(func() { e.d.Command(context.Background(), "rm", "-f", res.ContainerID).Run() })
+			cleanup(func() { e.d.Command(context.Background(), "rm", "-f", res.ContainerID).Run() })
 		}
 		if err != nil || res.Outcome != "success" || res.ContainerID == id {
 			t.Fatalf("devcontainer up --remove-existing-container: outcome %q, container %s (was %s): %v", res.Outcome, res.ContainerID, id, err)
@@ -157,7 +158,7 @@ func TestClaudeState(t *testing.T) {
 		fresh := "devbox-e2e-fresh-" + w.Nonce
 		t.Cleanup(func() { e.d.Command(context.Background(), "volume", "rm", "-f", fresh).Run() })
 		got := e.d.Run(t, "run", "--rm", "--network", "none", "--entrypoint", "stat", "-v", fresh+":/home/dev/.claude", img, "-c", "%u:%g %a", "/home/dev/.claude")
-		if got != "1000:1000 700\n" {
+		if strings.TrimSpace(got) != "1000:1000 700" {
 			t.Errorf("a fresh volume on ~/.claude is %q, want 1000:1000 700 (from the image)", got)
 		}
 	})
