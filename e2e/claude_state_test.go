@@ -53,7 +53,7 @@ func TestClaudeState(t *testing.T) {
 	w := startWorld(t, e.d, e.base, e.worldd)
 	repo := repoWithPolicy(t, e, w, "", fmt.Sprintf(`{
   "image": {"base": %q, "user": {"name": "dev", "uid": 1000, "gid": 1000}, "tag": %q},
-  "agent": {"claudeCode": %q},
+  "agent": {"claudeCode": %q, "login": "in-container"},
   "network": {"allow": ["allowed.test:8080"]},
 }
 `, e.base, e.registry+"/devbox/e2e:unused", lock.ClaudeCode.Version))
@@ -107,6 +107,35 @@ func TestClaudeState(t *testing.T) {
 		// Not recursive: what root left inside stays root's.
 		if got := e.d.Run(t, "exec", id, "stat", "-c", "%u", "/home/dev/.claude/projects"); strings.TrimSpace(got) != "0" {
 			t.Errorf("~/.claude/projects is uid %q, want 0 (only the directory and .claude.json are handed over)", got)
+		}
+	})
+
+	t.Run("doctor warns about the in-container login", func(t *testing.T) {
+		// The policy opts out of the gateway (agent.login): doctor's report
+		// and the login banner say the agent holds its own credential.
+		out, _ := user("devbox", "doctor", "--json")
+		var rep struct {
+			Findings []struct{ Check, Level, Detail, Fix string } `json:"findings"`
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("devbox doctor --json: %v\n%s", err, out)
+		}
+		n := 0
+		for _, f := range rep.Findings {
+			if f.Check == "claude login" {
+				n++
+				if f.Level != "warn" || !strings.Contains(f.Detail, "the agent holds its own credential") || !strings.Contains(f.Fix, "devbox login") {
+					t.Errorf("doctor: %s %s: %s (fix: %s)", f.Check, f.Level, f.Detail, f.Fix)
+				}
+				t.Logf("devbox doctor as the user: [%s] %s: %s", f.Level, f.Check, f.Detail)
+			}
+		}
+		if n != 1 {
+			t.Errorf("doctor has %d claude login findings, want 1:\n%s", n, out)
+		}
+		banner, err := user("bash", "-lc", "true")
+		if err != nil || !strings.Contains(banner, "devbox: [warn] claude login: Claude Code logs in inside the container") {
+			t.Errorf("a login shell's banner (%v):\n%s", err, banner)
 		}
 	})
 
