@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/devbox-dev/devbox/internal/layout"
 )
 
 // ClaudeConfigEnv is the variable that tells Claude Code where it keeps
@@ -23,7 +25,7 @@ func ClaudeConfigDir(acct Account, configured string) string {
 	if configured != "" {
 		return configured
 	}
-	return filepath.Join(acct.Home, ".claude")
+	return filepath.Join(acct.Home, layout.ClaudeDir)
 }
 
 // checkClaudeDir accepts dir when it is a clean absolute path strictly

@@ -462,7 +462,7 @@ func Steps(spec Spec) ([]Step, error) {
 		// owner and mode from the image's directory, so without this one
 		// Docker makes it root:root 0755 and Claude Code cannot save its
 		// login or settings. The entrypoint repairs volumes made before.
-		fmt.Sprintf("install -d -o %d -g %d -m 0700 %s/.claude", u.UID, u.GID, home),
+		fmt.Sprintf("install -d -o %d -g %d -m 0700 %s/%s", u.UID, u.GID, home, layout.ClaudeDir),
 		// The workspace is bind-mounted from the host and may be owned by
 		// another uid (rootless Podman, Docker Desktop): without this git
 		// refuses to run there ("dubious ownership"). Only root and the
