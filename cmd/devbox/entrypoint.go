@@ -124,7 +124,7 @@ func runEntrypoint(c *cli.Context) error {
 			// Already printed loudly by Run; the exit status is what remains.
 			return cli.Exit("", 1)
 		}
-		handOverWorkspace(userName, stderr)
+		handOver(userName, c.App.Writer, stderr)
 		return nil
 	case ok:
 		// The label's entrypoint already fenced this start (the Dev
@@ -145,25 +145,37 @@ func runEntrypoint(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("entrypoint: %w", err)
 	}
-	handOverWorkspace(userName, stderr)
+	handOver(userName, c.App.Writer, stderr)
 	return entrypoint.DropAndExec(acct, argv, os.Environ())
 }
 
-// handOverWorkspace gives isolated mode's new, empty workspace volume to
-// the agent's user, who clones the checkout into it (onCreateCommand). A
-// failure is reported, not fatal: the fence is up, and the clone then
-// says what is wrong.
-func handOverWorkspace(userName string, stderr io.Writer) {
-	ws := os.Getenv(layout.IsolatedWorkspaceEnv)
-	if ws == "" || userName == "" {
+// handOver gives the agent's user, once the fence is up, the volumes that
+// are its own: Claude Code's state directory (entrypoint.RepairClaudeState)
+// and isolated mode's new, empty workspace volume, which it clones the
+// checkout into (onCreateCommand). The account is looked up now, never
+// assumed: the Dev Containers CLI may have remapped its uid. A failure is
+// reported, not fatal: the fence is up, and what then fails says why.
+func handOver(userName string, stdout, stderr io.Writer) {
+	if userName == "" {
 		return
 	}
 	acct, err := entrypoint.LookupAccount("/", userName)
-	if err == nil {
-		err = isolated.PrepareVolume(ws, acct.UID, acct.GID)
+	if err != nil {
+		fmt.Fprintf(stderr, "devbox: entrypoint: %v; Claude Code's state and the workspace volume left as they are (the fence is up)\n", err)
+		return
+	}
+	dir := entrypoint.ClaudeConfigDir(acct, os.Getenv(entrypoint.ClaudeConfigEnv))
+	did, err := entrypoint.RepairClaudeState(acct, dir)
+	for _, d := range did {
+		fmt.Fprintf(stdout, "devbox: entrypoint: Claude Code's state: gave %s\n", d)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "devbox: entrypoint: isolated workspace %s: %v\n", ws, err)
+		fmt.Fprintf(stderr, "devbox: entrypoint: Claude Code's state: %v (the fence is up; Claude Code may fail to save its login and settings)\n", err)
+	}
+	if ws := os.Getenv(layout.IsolatedWorkspaceEnv); ws != "" {
+		if err := isolated.PrepareVolume(ws, acct.UID, acct.GID); err != nil {
+			fmt.Fprintf(stderr, "devbox: entrypoint: isolated workspace %s: %v\n", ws, err)
+		}
 	}
 }
 

@@ -154,7 +154,7 @@ const repoPolicyMount = "source=${localWorkspaceFolder}/" + PolicyFile + ",targe
 const secretsMount = "source=" + SecretsVolume + ",target=" + layout.SecretsDir + ",type=volume"
 
 func claudeMount(p *policy.Policy) string {
-	return "source=" + ClaudeVolume + ",target=" + HomeDir(p) + "/.claude,type=volume"
+	return "source=" + ClaudeVolume + ",target=" + path.Join(HomeDir(p), layout.ClaudeDir) + ",type=volume"
 }
 
 // legacyMounts are the mounts init wrote, one by one, before the block.
@@ -239,6 +239,6 @@ func configRules(p *policy.Policy, l hostLayout) []rule {
 		rule{path: []string{"mounts"}, kind: block, value: mounts(p, l), legacy: legacyMounts(p)},
 		// One directory holds all of Claude Code's state (it otherwise also
 		// writes ~/.claude.json), so the volume above keeps all of it.
-		rule{path: []string{"containerEnv", "CLAUDE_CONFIG_DIR"}, kind: set, value: HomeDir(p) + "/.claude"},
+		rule{path: []string{"containerEnv", "CLAUDE_CONFIG_DIR"}, kind: set, value: path.Join(HomeDir(p), layout.ClaudeDir)},
 	)
 }

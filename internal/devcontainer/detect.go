@@ -17,11 +17,15 @@ type Preset struct {
 }
 
 // basePresets are in every policy init writes: the agent cannot work
-// without its API, the login flow, or (under "Reopen in Container") the VS
-// Code server and its extensions.
+// without its API, the sign-in flow, or (under "Reopen in Container") the
+// VS Code server and its extensions. The policy's credentials.anthropic
+// sends Claude Code's requests through the gateway; the sign-in hosts are
+// still needed where a token is made in the container: `devbox login
+// --setup-token` runs `claude setup-token` there (as root, never the
+// agent), and agent.login "in-container" runs /login.
 var basePresets = []Preset{
 	{"anthropic", "Claude Code's API and what it needs to run."},
-	{"claude-login", "the Claude login (OAuth) hosts."},
+	{"claude-login", "the Claude sign-in (OAuth) hosts: `devbox login --setup-token` makes its token through them; remove it if you paste an API key or token instead."},
 	{"vscode", "VS Code server downloads and extensions (Reopen in Container); remove it if you only use the CLI."},
 }
 

@@ -426,6 +426,16 @@ func (c *checker) gitDirs(ro map[string]bool) {
 
 // policyFile is the part of the normalized policy doctor reads.
 type policyFile struct {
+	Agent struct {
+		ClaudeCode string `json:"claudeCode"`
+		Login      string `json:"login"`
+	} `json:"agent"`
+	Credentials struct {
+		Anthropic *struct {
+			Secret string `json:"secret"`
+			Host   string `json:"host"`
+		} `json:"anthropic"`
+	} `json:"credentials"`
 	Network struct {
 		Allow []json.RawMessage `json:"allow"`
 	} `json:"network"`
@@ -451,8 +461,39 @@ func (c *checker) policy(ctx context.Context) {
 	} else {
 		c.add("policy", Info, "", "%s allows %d destinations", c.o.PolicyPath, len(p.Network.Allow))
 	}
+	c.claudeLogin(p)
 	c.bwrap(ctx, p.Sandbox.Enabled)
 }
+
+// claudeLoginFix is how to take Claude Code's credential out of the
+// agent's hands.
+const claudeLoginFix = `add "credentials": {"anthropic": {"secret": "anthropic"}} to the policy (and remove agent.login), rebuild, then run ` +
+	"`devbox login` on the host: Claude Code then goes through the credential gateway and the agent never holds the credential (docs/credentials.md)"
+
+// claudeLogin says who holds Claude Code's credential: the credential
+// gateway (credentials.anthropic), or the agent itself, after a /login in
+// the container (agent.login "in-container", or a policy with neither).
+func (c *checker) claudeLogin(p policyFile) {
+	const check = "claude login"
+	switch {
+	case p.Agent.ClaudeCode == "" || p.Agent.ClaudeCode == "none":
+		return
+	case p.Credentials.Anthropic != nil:
+		c.add(check, Info, "", "Claude Code goes through the credential gateway (credentials.anthropic, secret %q): the agent never holds the credential", p.Credentials.Anthropic.Secret)
+	case p.Agent.Login == "in-container":
+		c.add(check, Warn, claudeLoginFix,
+			"Claude Code logs in inside the container (agent.login \"in-container\"): the agent holds its own credential in its Claude Code state (%s), "+
+				"so it can read it and use it from anywhere it can reach: every host the policy allows, and anywhere else once it has sent it out", claudeStateDir)
+	default:
+		c.add(check, Warn, claudeLoginFix,
+			"the policy has no credentials.anthropic: a /login inside the container leaves Claude Code's token in its state (%s), "+
+				"where the agent can read it and use it from anywhere it can reach", claudeStateDir)
+	}
+}
+
+// claudeStateDir is where Claude Code keeps its login in a devbox
+// container (CLAUDE_CONFIG_DIR, the per-container volume).
+const claudeStateDir = "~/.claude"
 
 // bwrap checks the per-command sandbox layer `devbox run` uses.
 func (c *checker) bwrap(ctx context.Context, wanted bool) {

@@ -457,6 +457,12 @@ func Steps(spec Spec) ([]Step, error) {
 		// go write them in the container and under `devbox run`
 		// (sandbox.ToolchainCaches).
 		fmt.Sprintf("mkdir -p %[1]s/.cache %[1]s/.npm %[1]s/go && chown %[2]d:%[3]d %[1]s/.cache %[1]s/.npm %[1]s/go", home, u.UID, u.GID),
+		// Claude Code's state directory (CLAUDE_CONFIG_DIR, the per-container
+		// volume devbox init mounts there): a new named volume takes its
+		// owner and mode from the image's directory, so without this one
+		// Docker makes it root:root 0755 and Claude Code cannot save its
+		// login or settings. The entrypoint repairs volumes made before.
+		fmt.Sprintf("install -d -o %d -g %d -m 0700 %s/%s", u.UID, u.GID, home, layout.ClaudeDir),
 		// The workspace is bind-mounted from the host and may be owned by
 		// another uid (rootless Podman, Docker Desktop): without this git
 		// refuses to run there ("dubious ownership"). Only root and the

@@ -50,6 +50,11 @@ const (
 	// empty volume to the agent's user, and `devbox pull` finds the
 	// repository there.
 	IsolatedWorkspaceEnv = "DEVBOX_ISOLATED_WORKSPACE"
+	// ClaudeDir is Claude Code's state directory, relative to the agent's
+	// home: the image creates it, devbox init mounts the per-container
+	// volume there and points CLAUDE_CONFIG_DIR at it, the entrypoint
+	// hands it to the agent's user.
+	ClaudeDir = ".claude"
 )
 
 // GatewayAddr is where the credential gateway listens: loopback only, a

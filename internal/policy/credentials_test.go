@@ -181,3 +181,35 @@ func TestCredentialsProtect(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentLogin is the explicit opt-out of the gateway for Claude Code:
+// one value, never beside credentials.anthropic, kept by Normalize and
+// absent from the normalized form when unset.
+func TestAgentLogin(t *testing.T) {
+	p, err := Parse("p", []byte(`{"network": {"presets": ["anthropic", "claude-login"]}, "agent": {"login": "in-container"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Agent.Login != LoginInContainer {
+		t.Errorf("agent.login = %q", p.Agent.Login)
+	}
+	norm, _ := p.Normalize()
+	if q, err := Parse("n", norm); err != nil || q.Agent.Login != LoginInContainer {
+		t.Errorf("after Normalize: %v, %+v\n%s", err, q, norm)
+	}
+	empty, _ := Parse("e", []byte(`{}`))
+	if norm, _ := empty.Normalize(); strings.Contains(string(norm), `"login"`) {
+		t.Errorf("an empty policy normalizes with agent.login:\n%s", norm)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`{"agent": {"login": "gateway"}}`, `p:1:21: agent.login: "gateway": the only value is "in-container"`},
+		{`{"agent": {"login": "IN-CONTAINER"}}`, `p:1:21: agent.login: "IN-CONTAINER": the only value is "in-container"`},
+		{`{"agent": {"login": "in-container"}, "network": {"presets": ["anthropic"]}, "credentials": {"anthropic": {"secret": "anthropic"}}}`,
+			`p:1:21: agent.login: "in-container" and credentials.anthropic are both set`},
+	} {
+		_, err := Parse("p", []byte(tc.in))
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want %q…", tc.in, err, tc.want)
+		}
+	}
+}

@@ -173,6 +173,14 @@ func (ex *Explanation) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "  Claude Code: not installed\n")
 	} else {
 		fmt.Fprintf(&b, "  Claude Code: %s (pinned)\n", p.Agent.ClaudeCode)
+		switch {
+		case p.Credentials.Anthropic != nil:
+			fmt.Fprintf(&b, "  login:       through the credential gateway (credentials.anthropic): the agent never holds the credential\n")
+		case p.Agent.Login == LoginInContainer:
+			fmt.Fprintf(&b, "  login:       in the container (agent.login): the agent holds its own credential, can read it and use it from anywhere it can reach\n")
+		default:
+			fmt.Fprintf(&b, "  login:       no credentials.anthropic: a /login in the container leaves the token with the agent\n")
+		}
 	}
 
 	fmt.Fprintf(&b, "\nNetwork\n")

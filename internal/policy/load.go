@@ -72,7 +72,7 @@ func parse(name string, raw []byte) (*Explanation, error) {
 	}
 	ex := finish(p, &notes, d.seen)
 	ex.positions, ex.elems = d.pos, d.elem
-	if errs := credentialHostErrors(ex); len(errs) > 0 {
+	if errs := append(credentialHostErrors(ex), loginErrors(ex)...); len(errs) > 0 {
 		return nil, &Errors{List: errs}
 	}
 	return ex, nil
@@ -387,9 +387,14 @@ func (d *decoder) policy(v *hujson.Value, p *Policy, notes *decodeNotes) {
 	d.object(v, "",
 		field{"image", func(v *hujson.Value, path string) { d.image(v, path, &p.Image) }},
 		field{"agent", func(v *hujson.Value, path string) {
-			d.object(v, path, field{"claudeCode", func(v *hujson.Value, path string) {
-				d.checked(v, path, &p.Agent.ClaudeCode, checkClaudeCode)
-			}})
+			d.object(v, path,
+				field{"claudeCode", func(v *hujson.Value, path string) {
+					d.checked(v, path, &p.Agent.ClaudeCode, checkClaudeCode)
+				}},
+				field{"login", func(v *hujson.Value, path string) {
+					d.checked(v, path, &p.Agent.Login, checkLogin)
+				}},
+			)
 		}},
 		field{"network", func(v *hujson.Value, path string) { d.network(v, path, &p.Network, notes) }},
 		field{"sandbox", func(v *hujson.Value, path string) { d.sandbox(v, path, &p.Sandbox) }},

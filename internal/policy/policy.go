@@ -48,10 +48,19 @@ type User struct {
 type Agent struct {
 	// ClaudeCode is an exact X.Y.Z version, or "none" to leave it out.
 	ClaudeCode string `json:"claudeCode"`
+	// Login is "" when Claude Code gets its credential from the credential
+	// gateway (credentials.anthropic), or LoginInContainer when the user
+	// chose to log in inside the container, where the agent holds the
+	// token: an explicit opt-out that `devbox doctor` warns about.
+	Login string `json:"login,omitempty"`
 }
 
 // ClaudeCodeNone is the Agent.ClaudeCode value that leaves Claude Code out.
 const ClaudeCodeNone = "none"
+
+// LoginInContainer is the Agent.Login value for Claude Code's own /login
+// inside the container, instead of the credential gateway.
+const LoginInContainer = "in-container"
 
 // Network is the egress policy. An empty Allow (after presets expand) means
 // no network at all.

@@ -23,6 +23,24 @@ func checkClaudeCode(s string) (string, string) {
 	return "", fmt.Sprintf("pin an exact version X.Y.Z (for example %s) or %q; \"latest\", ranges and tags are not allowed", DefaultClaudeCode, ClaudeCodeNone)
 }
 
+func checkLogin(s string) (string, string) {
+	if s == LoginInContainer {
+		return s, ""
+	}
+	return "", fmt.Sprintf("the only value is %q (Claude Code's own /login inside the container, the agent then holds the token); leave \"login\" out to use the credential gateway (credentials.anthropic)", LoginInContainer)
+}
+
+// loginErrors reports agent.login "in-container" beside
+// credentials.anthropic: the gateway would replace whatever the agent
+// logged in with, so the policy says two contradictory things.
+func loginErrors(ex *Explanation) []Error {
+	p := ex.Policy
+	if p.Agent.Login == LoginInContainer && p.Credentials.Anthropic != nil {
+		return []Error{ex.At("agent.login", fmt.Sprintf("%q and credentials.anthropic are both set: keep credentials.anthropic (the gateway holds the credential, the agent never does) or remove it to log in inside the container", LoginInContainer))}
+	}
+	return nil
+}
+
 // Image references, after the grammar of github.com/distribution/reference
 // v0.6.0: [domain[:port]/]path-component(/path-component)*[:tag][@digest],
 // with the digests go-digest accepts (sha256, sha384, sha512, lower-case

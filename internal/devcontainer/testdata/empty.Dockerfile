@@ -55,8 +55,12 @@ RUN set -eu; \
       useradd --uid 1000 --gid 1000 --create-home --home-dir /home/dev --shell /bin/bash dev; \
     fi; \
     mkdir -p /home/dev/.cache /home/dev/.npm /home/dev/go && chown 1000:1000 /home/dev/.cache /home/dev/.npm /home/dev/go; \
+    install -d -o 1000 -g 1000 -m 0700 /home/dev/.claude; \
     git config --system --add safe.directory '*'; \
     mkdir -p /etc/devbox /var/log/devbox; \
+    groupadd --system --gid 996 devbox-gateway; \
+    useradd --system --uid 996 --gid 996 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin devbox-gateway; \
+    install -d -o 0 -g 996 -m 0750 /var/lib/devbox/secrets; \
     chown 998:998 /var/log/devbox; \
     chmod 0755 /var/log/devbox; \
     find / -xdev -type f \( -perm -4000 -o -perm -2000 \) -exec chmod u-s,g-s {} +; \
@@ -75,7 +79,7 @@ RUN chmod 0755 /usr/local/bin/devbox
 # claude-settings
 RUN set -eu; \
     mkdir -p /etc/claude-code; \
-    printf '%s\n' '{"env":{"DISABLE_AUTOUPDATER":"1"}}' > /etc/claude-code/managed-settings.json; \
+    printf '%s\n' '{"env":{"ANTHROPIC_AUTH_TOKEN":"devbox-credential-gateway-placeholder","ANTHROPIC_BASE_URL":"http://127.0.0.1:53541","DISABLE_AUTOUPDATER":"1"}}' > /etc/claude-code/managed-settings.json; \
     chmod 0644 /etc/claude-code/managed-settings.json
 # policy
 COPY policy.json /etc/devbox/policy.json
@@ -84,8 +88,8 @@ RUN chmod 0644 /etc/devbox/policy.json
 ENV DISABLE_AUTOUPDATER="1"
 ENV LANG="C.UTF-8"
 LABEL dev.devbox.claude-code="2.1.332"
-LABEL dev.devbox.policy="{\"image\":{\"base\":\"docker.io/library/debian:trixie-slim\",\"user\":{\"name\":\"dev\",\"uid\":1000,\"gid\":1000},\"packages\":[],\"tag\":\"\"},\"agent\":{\"claudeCode\":\"2.1.332\"},\"network\":{\"presets\":[\"anthropic\",\"claude-login\",\"vscode\"],\"allow\":[\"api.anthropic.com:443\",\"claude.ai:443\",\"claude.com:443\",\"console.anthropic.com:443\",\"marketplace.visualstudio.com:443\",\"platform.claude.com:443\",\"sentry.io:443\",\"statsig.anthropic.com:443\",\"statsig.com:443\",\"update.code.visualstudio.com:443\",\"vscode.download.prss.microsoft.com:443\",\"*.gallery.vsassets.io:443\",\"*.gallerycdn.vsassets.io:443\",\"*.vscode-cdn.net:443\"],\"deny\":[],\"dns\":{\"upstream\":[]},\"log\":{\"blocked\":true,\"file\":\"/var/log/devbox/firewall.jsonl\"},\"quic\":false},\"sandbox\":{\"enabled\":false,\"denyRead\":[\"**/.env\",\"**/.env.*\",\"~/.aws\",\"~/.config/gcloud\",\"~/.config/gh\",\"~/.docker\",\"~/.git-credentials\",\"~/.netrc\",\"~/.ssh\"],\"allowWrite\":[],\"denyWrite\":[]}}"
-LABEL dev.devbox.policy.digest="sha256:e3e2cea30e358613cfb54454b062b9b4d3efca5357ae77aa7b283319008393fb"
+LABEL dev.devbox.policy="{\"image\":{\"base\":\"docker.io/library/debian:trixie-slim\",\"user\":{\"name\":\"dev\",\"uid\":1000,\"gid\":1000},\"packages\":[],\"tag\":\"\"},\"agent\":{\"claudeCode\":\"2.1.332\"},\"network\":{\"presets\":[\"anthropic\",\"claude-login\",\"vscode\"],\"allow\":[\"api.anthropic.com:443\",\"claude.ai:443\",\"claude.com:443\",\"console.anthropic.com:443\",\"marketplace.visualstudio.com:443\",\"platform.claude.com:443\",\"sentry.io:443\",\"statsig.anthropic.com:443\",\"statsig.com:443\",\"update.code.visualstudio.com:443\",\"vscode.download.prss.microsoft.com:443\",\"*.gallery.vsassets.io:443\",\"*.gallerycdn.vsassets.io:443\",\"*.vscode-cdn.net:443\"],\"deny\":[],\"dns\":{\"upstream\":[]},\"log\":{\"blocked\":true,\"file\":\"/var/log/devbox/firewall.jsonl\"},\"quic\":false},\"sandbox\":{\"enabled\":false,\"denyRead\":[\"**/.env\",\"**/.env.*\",\"~/.aws\",\"~/.config/gcloud\",\"~/.config/gh\",\"~/.docker\",\"~/.git-credentials\",\"~/.netrc\",\"~/.ssh\"],\"allowWrite\":[],\"denyWrite\":[]},\"credentials\":{\"anthropic\":{\"secret\":\"anthropic\",\"host\":\"api.anthropic.com\"}}}"
+LABEL dev.devbox.policy.digest="sha256:70f2d6d7ed6dbf1f8707eacaea15afe2fb377d407514afb930aa2251989af29c"
 LABEL devcontainer.metadata="[{\"capAdd\":[\"NET_ADMIN\",\"NET_RAW\"],\"containerUser\":\"root\",\"entrypoint\":\"/usr/local/bin/devbox entrypoint\",\"init\":true,\"remoteUser\":\"dev\",\"securityOpt\":[\"no-new-privileges\"],\"updateRemoteUserUID\":true}]"
 LABEL org.opencontainers.image.base.digest="sha256:1111111111111111111111111111111111111111111111111111111111111111"
 LABEL org.opencontainers.image.base.name="docker.io/library/debian:trixie-slim"
