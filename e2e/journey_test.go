@@ -76,6 +76,9 @@ func fakeAnthropic(t *testing.T, e env, w *world, key string) func() string {
 func TestJourney(t *testing.T) {
 	start := time.Now()
 	e := setup(t)
+	// The user's devbox is the one from the release archive (issue 21:
+	// installing needs no Go toolchain), not the tests' own build.
+	e.devbox, _ = releaseBinary(t)
 	lock, err := policy.ReadLock("../features/claude-code.lock.json")
 	if err != nil {
 		t.Fatal(err)
