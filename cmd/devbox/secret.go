@@ -39,8 +39,9 @@ there as root:
    devbox secret list            # name, size, fingerprint; never the value
 
 The value is read from standard input, never from the command line. Inside
-the container (where /etc/devbox/policy.json exists) the command works on
-the store directly and must run as root.`,
+the container (where /etc/devbox/policy.json exists), or when --dir or
+DEVBOX_SECRETS_DIR names the store, the command works on the store directly
+and must run as root.`,
 	Subcommands: []*cli.Command{
 		{
 			Name:      "set",
@@ -65,7 +66,7 @@ the store directly and must run as root.`,
 			Usage: "list stored secrets: name, size, fingerprint (never the value)",
 			Flags: append([]cli.Flag{secretDirFlag}, hostFlags...),
 			Action: func(c *cli.Context) error {
-				if !inContainer() {
+				if !onStore(c) {
 					return hostSecret(c, "list", "")
 				}
 				if err := requireRoot("list"); err != nil {
@@ -112,7 +113,7 @@ func withSecretName(act func(c *cli.Context, s secrets.Store, name string) error
 		if c.NArg() != 1 {
 			return fmt.Errorf("secret %s: want one NAME (the value is read from standard input, never from arguments)", verb)
 		}
-		if !inContainer() {
+		if !onStore(c) {
 			return hostSecret(c, verb, c.Args().First())
 		}
 		if err := requireRoot(verb); err != nil {
@@ -182,3 +183,12 @@ func readSecret(c *cli.Context, prompt string) ([]byte, error) {
 	}
 	return v, nil
 }
+
+// onStore reports whether a secret command works on the store here rather
+// than in the workspace's container: inside a devbox container, or when the
+// store is named (--dir or DEVBOX_SECRETS_DIR, as a container whose secrets
+// come from a mounted directory, or a test's own store, has).
+func onStore(c *cli.Context) bool {
+	return inContainer() || c.IsSet(secretDirFlag.Name)
+}
+

@@ -313,7 +313,7 @@ func TestWorld(t *testing.T) {
 			t.Fatalf("secret set %s: %v\n%s", name, err, out)
 		}
 	}
-	if out, err := c.run(1000, nil, "x", devbox, "secret", "set", "anthropic"); err == nil || !strings.Contains(out, "must run as root") {
+	if out, err := c.run(1000, []string{"DEVBOX_SECRETS_DIR=" + secretsDir}, "x", devbox, "secret", "set", "anthropic"); err == nil || !strings.Contains(out, "must run as root") {
 		t.Errorf("secret set as the agent: %v\n%s", err, out)
 	}
 	gwPID := gatewayPID(t, c)

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 )
 
 // gitDir audits one git directory: everything in it but pure data.
@@ -256,17 +255,6 @@ func (s *scanner) whole(path string, kind Kind, depth int) {
 		f.Head = firstLines(head, HeadLines)
 	}
 	s.add(f)
-}
-
-// statKey identifies a file's content without reading it: device, inode,
-// size, mtime and ctime. Restoring the mtime after a write does not
-// restore the ctime, which only the kernel sets.
-func statKey(fi fs.FileInfo) string {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return ""
-	}
-	return fmt.Sprintf("%d:%d:%d:%d.%d:%d.%d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
 }
 
 // maxWhole bounds the entries one whole() call digests.
