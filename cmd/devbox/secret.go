@@ -191,4 +191,3 @@ func readSecret(c *cli.Context, prompt string) ([]byte, error) {
 func onStore(c *cli.Context) bool {
 	return inContainer() || c.IsSet(secretDirFlag.Name)
 }
-
