@@ -307,18 +307,29 @@ func connectTCP(ctx context.Context, addr string) error {
 	return escaped("connected to %s from %s", c.RemoteAddr(), c.LocalAddr())
 }
 
-func connectName(ctx context.Context, hostport string) error {
+// resolveHostPort resolves hostport's name; addr is its first address with
+// the port. A malformed hostport is invalid (the check proves nothing); a
+// name that does not resolve is an ordinary error, i.e. blocked.
+func resolveHostPort(ctx context.Context, hostport string) (host string, addrs []string, addr string, err error) {
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return invalid("%q: %v", hostport, err)
+		return "", nil, "", invalid("%q: %v", hostport, err)
 	}
-	addrs, err := net.DefaultResolver.LookupHost(ctx, host)
+	addrs, err = net.DefaultResolver.LookupHost(ctx, host)
 	if err != nil {
-		return fmt.Errorf("not resolved: %w", err)
+		return "", nil, "", fmt.Errorf("not resolved: %w", err)
+	}
+	return host, addrs, net.JoinHostPort(addrs[0], port), nil
+}
+
+func connectName(ctx context.Context, hostport string) error {
+	_, addrs, addr, err := resolveHostPort(ctx, hostport)
+	if err != nil {
+		return err
 	}
 	// A non-allowed name that resolves is already a leak (the query left
 	// or the filter answered it); a connection on top is worse.
-	if cerr := connectTCP(ctx, net.JoinHostPort(addrs[0], port)); cerr != nil {
+	if cerr := connectTCP(ctx, addr); cerr != nil {
 		if _, ok := cerr.(*escapedError); ok {
 			return escaped("resolved to %v and %v", addrs, cerr)
 		}

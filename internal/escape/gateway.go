@@ -63,13 +63,9 @@ func gatewayRefuses(ctx context.Context, addr, request string) error {
 // connectProtected connects to a protected name's address: the name
 // resolves (the policy allows it), the connection must be refused.
 func connectProtected(ctx context.Context, hostport string) error {
-	host, port, err := net.SplitHostPort(hostport)
+	_, _, addr, err := resolveHostPort(ctx, hostport)
 	if err != nil {
-		return invalid("%q: %v", hostport, err)
+		return err
 	}
-	addrs, err := net.DefaultResolver.LookupHost(ctx, host)
-	if err != nil {
-		return fmt.Errorf("not resolved: %w", err)
-	}
-	return connectTCP(ctx, net.JoinHostPort(addrs[0], port))
+	return connectTCP(ctx, addr)
 }

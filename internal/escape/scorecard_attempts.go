@@ -184,15 +184,11 @@ func readSome(c net.Conn, buf []byte) (int, error) {
 
 // reachName resolves hostport's name and asks the world at its address.
 func reachName(ctx context.Context, hostport, nonce string) error {
-	host, port, err := net.SplitHostPort(hostport)
+	host, addrs, addr, err := resolveHostPort(ctx, hostport)
 	if err != nil {
-		return invalid("%q: %v", hostport, err)
+		return err
 	}
-	addrs, err := net.DefaultResolver.LookupHost(ctx, host)
-	if err != nil {
-		return fmt.Errorf("not resolved: %w", err)
-	}
-	if err := reachWorld(ctx, net.JoinHostPort(addrs[0], port), nonce); err != nil {
+	if err := reachWorld(ctx, addr, nonce); err != nil {
 		if ee, ok := err.(*escapedError); ok {
 			return escaped("%s resolved to %v; %s", host, addrs, ee.detail)
 		}
