@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"github.com/tailscale/hujson"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -174,22 +175,10 @@ func TestInitIdempotent(t *testing.T) {
 			}
 		}
 		after := snapshot(t, root)
-		if len(before) == 0 || !mapsEqual(before, after) {
+		if len(before) == 0 || !maps.Equal(before, after) {
 			t.Errorf("image=%q: second run changed files", image)
 		}
 	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 func TestInitKeepsPatchesAndForces(t *testing.T) {
@@ -231,7 +220,7 @@ func TestInitKeepsPatchesAndForces(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Dockerfile exists and was not written by devbox init") || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("want a refusal naming the Dockerfile and --force, got %v", err)
 	}
-	if !mapsEqual(before, snapshot(t, root)) {
+	if !maps.Equal(before, snapshot(t, root)) {
 		t.Errorf("a refused init changed files")
 	}
 
@@ -247,7 +236,7 @@ func TestInitKeepsPatchesAndForces(t *testing.T) {
 			t.Errorf("--force: %s is %s, want overwritten", p, st[p])
 		}
 	}
-	if !mapsEqual(fresh, snapshot(t, root)) {
+	if !maps.Equal(fresh, snapshot(t, root)) {
 		t.Errorf("--force did not restore the fresh files")
 	}
 }
@@ -366,7 +355,7 @@ func TestInitErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want one containing %q", err, tt.want)
 			}
-			if !mapsEqual(before, snapshot(t, root)) {
+			if !maps.Equal(before, snapshot(t, root)) {
 				t.Errorf("a failed init changed files")
 			}
 		})
