@@ -52,6 +52,24 @@ func buildOpts(t *testing.T, root string) InitOptions {
 	return InitOptions{Root: root, Binary: fakeBinary(t), Platform: "linux/amd64", Version: "0.1.0-test"}
 }
 
+// initFresh runs init once in a new repository and returns its root and
+// the options used.
+func initFresh(t *testing.T) (string, InitOptions) {
+	t.Helper()
+	root := t.TempDir()
+	opts := buildOpts(t, root)
+	mustInit(t, opts)
+	return root, opts
+}
+
+// mustInit runs init and fails the test on an error.
+func mustInit(t *testing.T, opts InitOptions) {
+	t.Helper()
+	if _, err := Init(opts); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func read(t *testing.T, root, rel string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
@@ -161,9 +179,7 @@ func TestInitIdempotent(t *testing.T) {
 		write(t, root, "pyproject.toml", "")
 		opts := buildOpts(t, root)
 		opts.Image = image
-		if _, err := Init(opts); err != nil {
-			t.Fatal(err)
-		}
+		mustInit(t, opts)
 		before := snapshot(t, root)
 		rs, err := Init(opts)
 		if err != nil {
@@ -182,11 +198,7 @@ func TestInitIdempotent(t *testing.T) {
 }
 
 func TestInitKeepsPatchesAndForces(t *testing.T) {
-	root := t.TempDir()
-	opts := buildOpts(t, root)
-	if _, err := Init(opts); err != nil {
-		t.Fatal(err)
-	}
+	root, opts := initFresh(t)
 	fresh := snapshot(t, root)
 
 	// The user edits the policy: init keeps it and regenerates its own
@@ -374,11 +386,7 @@ func writeTemp(t *testing.T, data string) string {
 // initializeCommand follows the mode (the audit runs in both), a user's
 // stays.
 func TestInitModeSwitch(t *testing.T) {
-	root := t.TempDir()
-	opts := buildOpts(t, root)
-	if _, err := Init(opts); err != nil {
-		t.Fatal(err)
-	}
+	root, opts := initFresh(t)
 	build := string(read(t, root, ConfigFile))
 	opts.Image = "registry.test/x@sha256:" + strings.Repeat("1", 64)
 	rs, err := Init(opts)
@@ -393,9 +401,7 @@ func TestInitModeSwitch(t *testing.T) {
 		t.Errorf("switch to image: %v", st)
 	}
 	opts.Image = ""
-	if _, err := Init(opts); err != nil {
-		t.Fatal(err)
-	}
+	mustInit(t, opts)
 	if got := string(read(t, root, ConfigFile)); strings.Contains(got, `"image"`) || !strings.Contains(got, "devbox audit && devbox init --lock;") {
 		t.Errorf("back to build mode:\n%s\nfirst build-mode file was:\n%s", got, build)
 	}
@@ -405,9 +411,7 @@ func TestInitModeSwitch(t *testing.T) {
 	write(t, root, ConfigFile, `{"initializeCommand": "make prepare"}`)
 	opts = buildOpts(t, root)
 	opts.Image = "registry.test/x@sha256:" + strings.Repeat("2", 64)
-	if _, err := Init(opts); err != nil {
-		t.Fatal(err)
-	}
+	mustInit(t, opts)
 	if !strings.Contains(string(read(t, root, ConfigFile)), "make prepare") {
 		t.Errorf("the user's initializeCommand was removed")
 	}
@@ -495,9 +499,7 @@ func TestInitEnginePodmanRootful(t *testing.T) {
 	for root, engine := range map[string]string{docker: "docker", podman: "podman"} {
 		opts := buildOpts(t, root)
 		opts.Engine = engine
-		if _, err := Init(opts); err != nil {
-			t.Fatal(err)
-		}
+		mustInit(t, opts)
 	}
 	if !bytes.Equal(read(t, docker, ConfigFile), read(t, podman, ConfigFile)) || slices.Contains(runArgs(podman), PodmanRootfulRunArg) {
 		t.Errorf("rootless podman's devcontainer.json differs from docker's, or has %s: %q", PodmanRootfulRunArg, runArgs(podman))
@@ -506,9 +508,7 @@ func TestInitEnginePodmanRootful(t *testing.T) {
 	root := t.TempDir()
 	opts := buildOpts(t, root)
 	opts.Engine = "podman-rootful"
-	if _, err := Init(opts); err != nil {
-		t.Fatal(err)
-	}
+	mustInit(t, opts)
 	if got := runArgs(root); !slices.Contains(got, PodmanRootfulRunArg) {
 		t.Fatalf("--engine podman-rootful: runArgs %q lack %s", got, PodmanRootfulRunArg)
 	}
