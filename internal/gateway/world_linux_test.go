@@ -122,20 +122,33 @@ func newContainer(t *testing.T, w *testworld.World, dir string, files map[string
 	t.Cleanup(func() {
 		// Every process in the container's network namespace is one this
 		// test started (the fence's daemons included): stop each by pid.
-		self, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", c.pid))
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); ns == self && self != "" {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
+		for _, pid := range c.pids() {
+			syscall.Kill(pid, syscall.SIGKILL)
 		}
 		cmd.Wait()
 	})
 	return c
+}
+
+// pids lists the processes in the container's network namespace (none
+// once it is gone).
+func (c *container) pids() []int {
+	self, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", c.pid))
+	if self == "" {
+		return nil
+	}
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); ns == self {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // run runs argv in the container as uid (-1: root) with env and stdin.
@@ -603,16 +616,7 @@ func TestWorld(t *testing.T) {
 // gatewayPID finds the gateway: the process of uid 996 in the container.
 func gatewayPID(t *testing.T, c *container) int {
 	t.Helper()
-	self, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", c.pid))
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); ns != self {
-			continue
-		}
+	for _, pid := range c.pids() {
 		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		if strings.Contains(string(status), "\nUid:\t996\t") {
 			return pid
