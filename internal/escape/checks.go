@@ -414,14 +414,24 @@ func setDeadline(ctx context.Context, c deadliner) {
 	}
 }
 
+// dial connects to addr; reads and writes on the connection end at ctx's
+// deadline.
+func dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	setDeadline(ctx, c)
+	return c, nil
+}
+
 // udpEcho sends a datagram and waits for the world's echo of it.
 func udpEcho(ctx context.Context, addr, nonce string) error {
-	c, err := (&net.Dialer{}).DialContext(ctx, "udp", addr)
+	c, err := dial(ctx, "udp", addr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	setDeadline(ctx, c)
 	payload := []byte("devbox-escape " + nonce)
 	if _, err := c.Write(payload); err != nil {
 		return fmt.Errorf("send: %w", err)
@@ -641,11 +651,10 @@ func dialName(ctx context.Context, hostport string) (net.Conn, error) {
 	if err != nil {
 		return nil, invalid("%s does not resolve, so the check proves nothing: %v", host, err)
 	}
-	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", net.JoinHostPort(addrs[0], port))
+	c, err := dial(ctx, "tcp", net.JoinHostPort(addrs[0], port))
 	if err != nil {
 		return nil, invalid("%s did not connect, so the check proves nothing: %v", hostport, err)
 	}
-	setDeadline(ctx, c)
 	return c, nil
 }
 

@@ -154,12 +154,11 @@ func ScorecardAttempts(c Config) []Attempt {
 // connection accepted by something else (a proxy, a gate) that does not
 // pass the world's answer back proves nothing arrived.
 func reachWorld(ctx context.Context, addr, nonce string) error {
-	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	c, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	setDeadline(ctx, c)
 	fmt.Fprintf(c, "GET /%s HTTP/1.0\r\nHost: %s\r\n\r\n", nonce, addr)
 	buf := make([]byte, 512)
 	n, rerr := readSome(c, buf)

@@ -38,11 +38,10 @@ func dialProxy(ctx context.Context, hostport string) (net.Conn, error) {
 	if p == nil {
 		return nil, invalid("no HTTP proxy in the environment")
 	}
-	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", p.Host)
+	c, err := dial(ctx, "tcp", p.Host)
 	if err != nil {
 		return nil, invalid("the proxy %s does not answer: %v", p.Host, err)
 	}
-	setDeadline(ctx, c)
 	req := fmt.Sprintf("CONNECT %s HTTP/1.1\r\nHost: %s\r\n", hostport, hostport)
 	if p.User != nil {
 		pw, _ := p.User.Password()
