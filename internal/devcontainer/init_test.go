@@ -52,6 +52,16 @@ func buildOpts(t *testing.T, root string) InitOptions {
 	return InitOptions{Root: root, Binary: fakeBinary(t), Platform: "linux/amd64", Version: "0.1.0-test"}
 }
 
+// repoWith makes a repository root holding files (slash path → content).
+func repoWith(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for p, d := range files {
+		write(t, root, p, d)
+	}
+	return root
+}
+
 // initFresh runs init once in a new repository and returns its root and
 // the options used.
 func initFresh(t *testing.T) (string, InitOptions) {
@@ -134,10 +144,7 @@ func TestInitFreshGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			root := t.TempDir()
-			for p, d := range tt.files {
-				write(t, root, p, d)
-			}
+			root := repoWith(t, tt.files)
 			opts := buildOpts(t, root)
 			opts.Image = tt.image
 			rs, err := Init(opts)
@@ -319,10 +326,7 @@ func TestDetectPresets(t *testing.T) {
 		{map[string]string{"package.json/x": ""}, []string{"anthropic", "claude-login", "vscode"}}, // a directory, not a file
 	}
 	for _, tt := range tests {
-		root := t.TempDir()
-		for p, d := range tt.files {
-			write(t, root, p, d)
-		}
+		root := repoWith(t, tt.files)
 		var got []string
 		for _, p := range DetectPresets(root) {
 			got = append(got, p.Name)
@@ -354,10 +358,7 @@ func TestInitErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			root := t.TempDir()
-			for p, d := range tt.files {
-				write(t, root, p, d)
-			}
+			root := repoWith(t, tt.files)
 			opts := buildOpts(t, root)
 			if tt.opts != nil {
 				tt.opts(&opts)
