@@ -166,6 +166,24 @@ func (c *container) run(uid int, env []string, stdin string, argv ...string) (st
 	return string(out), err
 }
 
+// binDir makes a directory the daemons' uids can enter, removed after the
+// test, holding the devbox binary and this test binary as "probe".
+func binDir(t *testing.T, prefix string) (dir, devbox, probe string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	devbox = filepath.Join(dir, "devbox")
+	copyFile(t, devboxtest.BuildDevbox(t), devbox)
+	probe = filepath.Join(dir, "probe")
+	self, _ := os.Executable()
+	copyFile(t, self, probe)
+	return dir, devbox, probe
+}
+
 func copyFile(t *testing.T, src, dst string) {
 	in, err := os.Open(src)
 	if err != nil {
@@ -197,22 +215,7 @@ func TestWorld(t *testing.T) {
 	gitToken := "ghp_" + randHex(16)
 	secretBytes := []string{apiKey, gitToken, strings.TrimPrefix(apiKey, "sk-ant-api03-"), strings.TrimPrefix(gitToken, "ghp_")}
 
-	dir, err := os.MkdirTemp("", "devbox-gw-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	devbox := filepath.Join(dir, "devbox")
-	build := exec.Command("go", "build", "-o", devbox, "./cmd/devbox")
-	build.Dir = "../.."
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	probe := filepath.Join(dir, "probe")
-	self, _ := os.Executable()
-	copyFile(t, self, probe)
+	dir, devbox, probe := binDir(t, "devbox-gw-")
 
 	// The world: two TLS hosts, names under .test, a test CA.
 	w := testworld.New(t)
