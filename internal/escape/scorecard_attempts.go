@@ -159,13 +159,24 @@ func reachWorld(ctx context.Context, addr, nonce string) error {
 		return err
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "GET /%s HTTP/1.0\r\nHost: %s\r\n\r\n", nonce, addr)
+	answer, got, rerr := askWorld(c, addr, nonce)
+	if answer != "" {
+		return escaped("the world answered %q", answer)
+	}
+	return fmt.Errorf("connected to %s but no answer from the world (%q, %v)", c.RemoteAddr(), got, rerr)
+}
+
+// askWorld asks, over c, the world's server at host for nonce. answer is
+// the world's "hello from ADDR", or empty when got (the first bytes back,
+// then rerr) is something else.
+func askWorld(c net.Conn, host, nonce string) (answer string, got []byte, rerr error) {
+	fmt.Fprintf(c, "GET /%s HTTP/1.0\r\nHost: %s\r\n\r\n", nonce, host)
 	buf := make([]byte, 512)
 	n, rerr := readSome(c, buf)
 	if i := strings.Index(string(buf[:n]), "hello from "); i >= 0 {
-		return escaped("the world answered %q", strings.TrimSpace(string(buf[i:n])))
+		return strings.TrimSpace(string(buf[i:n])), buf[:n], rerr
 	}
-	return fmt.Errorf("connected to %s but no answer from the world (%q, %v)", c.RemoteAddr(), buf[:n], rerr)
+	return "", buf[:n], rerr
 }
 
 // readSome reads until buf is full, EOF or an error.

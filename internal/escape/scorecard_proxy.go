@@ -77,13 +77,11 @@ func reachWorldVia(ctx context.Context, hostport, nonce string) error {
 		return err
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "GET /%s HTTP/1.0\r\nHost: %s\r\n\r\n", nonce, hostport)
-	buf := make([]byte, 512)
-	n, rerr := readSome(c, buf)
-	if i := strings.Index(string(buf[:n]), "hello from "); i >= 0 {
-		return escaped("through the proxy, the world answered %q", strings.TrimSpace(string(buf[i:n])))
+	answer, got, rerr := askWorld(c, hostport, nonce)
+	if answer != "" {
+		return escaped("through the proxy, the world answered %q", answer)
 	}
-	return fmt.Errorf("tunnel to %s opened but no answer from the world (%q, %v)", hostport, buf[:n], rerr)
+	return fmt.Errorf("tunnel to %s opened but no answer from the world (%q, %v)", hostport, got, rerr)
 }
 
 // frontVia opens a tunnel to the allowed hostport through the proxy and
