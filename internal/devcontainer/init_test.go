@@ -73,11 +73,13 @@ func initFresh(t *testing.T) (string, InitOptions) {
 }
 
 // mustInit runs init and fails the test on an error.
-func mustInit(t *testing.T, opts InitOptions) {
+func mustInit(t *testing.T, opts InitOptions) []FileResult {
 	t.Helper()
-	if _, err := Init(opts); err != nil {
+	rs, err := Init(opts)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return rs
 }
 
 func read(t *testing.T, root, rel string) []byte {
@@ -147,10 +149,7 @@ func TestInitFreshGolden(t *testing.T) {
 			root := repoWith(t, tt.files)
 			opts := buildOpts(t, root)
 			opts.Image = tt.image
-			rs, err := Init(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			rs := mustInit(t, opts)
 			for _, r := range rs {
 				if r.Status != Created {
 					t.Errorf("%s: status %s, want created", r.Path, r.Status)
@@ -188,10 +187,7 @@ func TestInitIdempotent(t *testing.T) {
 		opts.Image = image
 		mustInit(t, opts)
 		before := snapshot(t, root)
-		rs, err := Init(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rs := mustInit(t, opts)
 		for _, r := range rs {
 			if r.Status != Unchanged {
 				t.Errorf("image=%q second run: %s is %s, want unchanged", image, r.Path, r.Status)
@@ -215,10 +211,7 @@ func TestInitKeepsPatchesAndForces(t *testing.T) {
 		t.Fatal("test setup: packages key not found in the template")
 	}
 	write(t, root, PolicyFile, userPolicy)
-	rs, err := Init(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := mustInit(t, opts)
 	st := statuses(rs)
 	if st[PolicyFile] != Kept || st[DockerfileFile] != Updated || st[ConfigFile] != Unchanged {
 		t.Errorf("after a policy edit: %v", st)
@@ -235,7 +228,7 @@ func TestInitKeepsPatchesAndForces(t *testing.T) {
 	write(t, root, DockerfileFile, "FROM scratch\n")
 	write(t, root, ConfigFile, "{}\n")
 	before := snapshot(t, root)
-	_, err = Init(opts)
+	_, err := Init(opts)
 	if err == nil || !strings.Contains(err.Error(), "Dockerfile exists and was not written by devbox init") || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("want a refusal naming the Dockerfile and --force, got %v", err)
 	}
@@ -245,10 +238,7 @@ func TestInitKeepsPatchesAndForces(t *testing.T) {
 
 	// --force: everything back to fresh.
 	opts.Force = true
-	rs, err = Init(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs = mustInit(t, opts)
 	st = statuses(rs)
 	for _, p := range []string{PolicyFile, ConfigFile, DockerfileFile} {
 		if st[p] != Overwritten {
@@ -275,10 +265,7 @@ func TestPatchCommentedGolden(t *testing.T) {
 			if mode == "image" {
 				opts.Image = "registry.test/team/devbox@sha256:" + strings.Repeat("cd", 32)
 			}
-			rs, err := Init(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			rs := mustInit(t, opts)
 			var report bytes.Buffer
 			for _, r := range rs {
 				report.WriteString(r.String() + "\n")
@@ -390,10 +377,7 @@ func TestInitModeSwitch(t *testing.T) {
 	root, opts := initFresh(t)
 	build := string(read(t, root, ConfigFile))
 	opts.Image = "registry.test/x@sha256:" + strings.Repeat("1", 64)
-	rs, err := Init(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := mustInit(t, opts)
 	cfg := string(read(t, root, ConfigFile))
 	if !strings.Contains(cfg, "devbox audit && devbox init --image "+opts.Image+";") || strings.Contains(cfg, `"build"`) || !strings.Contains(cfg, opts.Image) {
 		t.Errorf("image mode config:\n%s", cfg)
@@ -426,10 +410,7 @@ func TestInitWithoutLock(t *testing.T) {
 	if err := os.Remove(filepath.Join(root, LockFile)); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := Init(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := mustInit(t, opts)
 	st := statuses(rs)
 	if st[PolicyFile] != Created || st[ConfigFile] != Created || st[DockerfileFile] != Pending {
 		t.Errorf("statuses %v", st)
@@ -444,10 +425,7 @@ func TestInitWithoutLock(t *testing.T) {
 	}
 	// Once locked, init completes the build files.
 	write(t, root, LockFile, strings.Replace(testLock, "docker.io/library/debian:bookworm-slim", policy.DefaultBase, 1))
-	rs, err = Init(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs = mustInit(t, opts)
 	if st := statuses(rs); st[DockerfileFile] != Created || st[BinaryFile] != Created || st[ContextPolicyFile] != Created || st[PolicyFile] != Unchanged {
 		t.Errorf("after devbox lock: %v", st)
 	}
@@ -514,10 +492,7 @@ func TestInitEnginePodmanRootful(t *testing.T) {
 		t.Fatalf("--engine podman-rootful: runArgs %q lack %s", got, PodmanRootfulRunArg)
 	}
 	opts.Engine = ""
-	rs, err := Init(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := mustInit(t, opts)
 	if st := statuses(rs)[ConfigFile]; st != Unchanged || !slices.Contains(runArgs(root), PodmanRootfulRunArg) {
 		t.Errorf("init without --engine after podman-rootful: %s, runArgs %q; want it unchanged", st, runArgs(root))
 	}

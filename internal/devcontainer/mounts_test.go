@@ -53,10 +53,7 @@ func TestMountsBlock(t *testing.T) {
 		write(t, root, gd+"/HEAD", "ref: refs/heads/main\n")
 		write(t, root, gd+"/config", "[core]\n")
 	}
-	rs, err := Init(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := mustInit(t, opts)
 	if st := statuses(rs); st[ConfigFile] != Patched {
 		t.Errorf("new git dirs: %v", st)
 	}
@@ -90,10 +87,7 @@ func TestInitIsolated(t *testing.T) {
 	opts := buildOpts(t, root)
 	gitDir(t, root)
 	opts.Isolated = true
-	rs, err := Init(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := mustInit(t, opts)
 	got := string(read(t, root, ConfigFile))
 	for _, s := range []string{
 		`"workspaceMount": "source=${localWorkspaceFolder},target=/mnt/devbox-origin,type=bind,readonly"`,
