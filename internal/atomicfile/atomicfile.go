@@ -15,16 +15,29 @@ import (
 // there in one rename. The directory must exist. On error path is
 // unchanged and no temporary file is left behind.
 func WriteFile(path string, data []byte, mode fs.FileMode) error {
+	return WriteFileOwned(path, data, mode, -1, -1)
+}
+
+// WriteFileOwned is WriteFile for a file owned by uid:gid (-1 leaves
+// either as it is, as chown does). The owner and mode are set before any
+// byte is written, so there is no moment at which someone they exclude
+// could open the file with data in it.
+func WriteFileOwned(path string, data []byte, mode fs.FileMode, uid, gid int) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	tmp := f.Name()
-	_, err = f.Write(data)
+	if uid != -1 || gid != -1 {
+		err = f.Chown(uid, gid)
+	}
 	if err == nil {
 		// CreateTemp makes the file 0600 whatever the umask; set the mode
 		// asked for explicitly.
 		err = f.Chmod(mode)
+	}
+	if err == nil {
+		_, err = f.Write(data)
 	}
 	if err == nil {
 		// Without it a crash after the rename can leave the new name

@@ -32,14 +32,10 @@ func (c *checker) credentials(b, p *policy.Policy) {
 		}
 	}
 	for i, g := range pc.Git {
-		at := fmt.Sprintf("credentials.git[%d]", i)
-		j := slices.IndexFunc(bc.Git, func(x policy.GitCredential) bool { return x.Host == g.Host })
-		if j < 0 {
-			c.add(at+".host", fmt.Sprintf("%q: the baseline has no git route for this host", g.Host), routeRef("git", bc.Git, func(x policy.GitCredential) string { return x.Host }))
+		bg, at, ref, ok := baseRoute(c, "git", i, g.Host, bc.Git, func(x policy.GitCredential) string { return x.Host })
+		if !ok {
 			continue
 		}
-		bg := bc.Git[j]
-		ref := fmt.Sprintf("credentials.git[%d] %q", j, bg.Host)
 		if g.Secret != bg.Secret {
 			c.add(at+".secret", fmt.Sprintf("%q: the baseline's route for %s uses the secret %q", g.Secret, g.Host, bg.Secret), ref)
 		}
@@ -54,14 +50,10 @@ func (c *checker) credentials(b, p *policy.Policy) {
 		c.protect(at, g.Protect, bg.Protect, ref)
 	}
 	for i, h := range pc.HTTP {
-		at := fmt.Sprintf("credentials.http[%d]", i)
-		j := slices.IndexFunc(bc.HTTP, func(x policy.HTTPCredential) bool { return x.Host == h.Host })
-		if j < 0 {
-			c.add(at+".host", fmt.Sprintf("%q: the baseline has no http route for this host", h.Host), routeRef("http", bc.HTTP, func(x policy.HTTPCredential) string { return x.Host }))
+		bh, at, ref, ok := baseRoute(c, "http", i, h.Host, bc.HTTP, func(x policy.HTTPCredential) string { return x.Host })
+		if !ok {
 			continue
 		}
-		bh := bc.HTTP[j]
-		ref := fmt.Sprintf("credentials.http[%d] %q", j, bh.Host)
 		for _, f := range []struct{ key, got, want string }{
 			{"secret", h.Secret, bh.Secret},
 			{"header", h.Header, bh.Header},
@@ -116,6 +108,20 @@ func baselineRoutes(bc policy.Credentials) []baselineRoute {
 
 func anthropicRef(a *policy.AnthropicCredential) string {
 	return fmt.Sprintf("credentials.anthropic %q", a.Host)
+}
+
+// baseRoute finds the baseline's route of kind to host, for the
+// repository's i-th route of that kind: the route, the repository route's
+// path (at) and the baseline route's name (ref). A host the baseline has
+// no route of that kind for is reported, and ok is false.
+func baseRoute[T any](c *checker, kind string, i int, host string, routes []T, hostOf func(T) string) (route T, at, ref string, ok bool) {
+	at = fmt.Sprintf("credentials.%s[%d]", kind, i)
+	j := slices.IndexFunc(routes, func(r T) bool { return hostOf(r) == host })
+	if j < 0 {
+		c.add(at+".host", fmt.Sprintf("%q: the baseline has no %s route for this host", host, kind), routeRef(kind, routes, hostOf))
+		return route, at, "", false
+	}
+	return routes[j], at, fmt.Sprintf("credentials.%s[%d] %q", kind, j, host), true
 }
 
 // routeRef names the baseline's routes of one kind, for a repository route

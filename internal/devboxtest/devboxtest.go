@@ -6,6 +6,7 @@ package devboxtest
 import (
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -57,4 +58,22 @@ func Env(tb testing.TB, name string) string {
 		tb.Fatalf("%s is set but %s is empty: run the tests through scripts/test", E2EVar, name)
 	}
 	return v
+}
+
+// WantErr checks err against a table case's expected error: with want
+// empty, err must be nil (else tb fails at once); otherwise err must
+// contain want. It returns true when an error was wanted, i.e. the case
+// has nothing more to check.
+func WantErr(tb testing.TB, err error, want string) bool {
+	tb.Helper()
+	if want == "" {
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return false
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		tb.Fatalf("err = %v, want %q", err, want)
+	}
+	return true
 }

@@ -13,10 +13,7 @@ import (
 // opt-out its comment describes (remove the section, set agent.login)
 // validates.
 func TestInitSecureByDefault(t *testing.T) {
-	root := t.TempDir()
-	if _, err := Init(buildOpts(t, root)); err != nil {
-		t.Fatal(err)
-	}
+	root, _ := initFresh(t)
 	raw := read(t, root, PolicyFile)
 	p, err := policy.Parse(PolicyFile, raw)
 	if err != nil {

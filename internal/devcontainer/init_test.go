@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"github.com/tailscale/hujson"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,6 +50,36 @@ func buildOpts(t *testing.T, root string) InitOptions {
 		write(t, root, LockFile, strings.Replace(testLock, "docker.io/library/debian:bookworm-slim", DetectBase(root).Ref, 1))
 	}
 	return InitOptions{Root: root, Binary: fakeBinary(t), Platform: "linux/amd64", Version: "0.1.0-test"}
+}
+
+// repoWith makes a repository root holding files (slash path → content).
+func repoWith(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for p, d := range files {
+		write(t, root, p, d)
+	}
+	return root
+}
+
+// initFresh runs init once in a new repository and returns its root and
+// the options used.
+func initFresh(t *testing.T) (string, InitOptions) {
+	t.Helper()
+	root := t.TempDir()
+	opts := buildOpts(t, root)
+	mustInit(t, opts)
+	return root, opts
+}
+
+// mustInit runs init and fails the test on an error.
+func mustInit(t *testing.T, opts InitOptions) []FileResult {
+	t.Helper()
+	rs, err := Init(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
 }
 
 func read(t *testing.T, root, rel string) []byte {
@@ -115,16 +146,10 @@ func TestInitFreshGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			root := t.TempDir()
-			for p, d := range tt.files {
-				write(t, root, p, d)
-			}
+			root := repoWith(t, tt.files)
 			opts := buildOpts(t, root)
 			opts.Image = tt.image
-			rs, err := Init(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			rs := mustInit(t, opts)
 			for _, r := range rs {
 				if r.Status != Created {
 					t.Errorf("%s: status %s, want created", r.Path, r.Status)
@@ -160,44 +185,23 @@ func TestInitIdempotent(t *testing.T) {
 		write(t, root, "pyproject.toml", "")
 		opts := buildOpts(t, root)
 		opts.Image = image
-		if _, err := Init(opts); err != nil {
-			t.Fatal(err)
-		}
+		mustInit(t, opts)
 		before := snapshot(t, root)
-		rs, err := Init(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rs := mustInit(t, opts)
 		for _, r := range rs {
 			if r.Status != Unchanged {
 				t.Errorf("image=%q second run: %s is %s, want unchanged", image, r.Path, r.Status)
 			}
 		}
 		after := snapshot(t, root)
-		if len(before) == 0 || !mapsEqual(before, after) {
+		if len(before) == 0 || !maps.Equal(before, after) {
 			t.Errorf("image=%q: second run changed files", image)
 		}
 	}
 }
 
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
 func TestInitKeepsPatchesAndForces(t *testing.T) {
-	root := t.TempDir()
-	opts := buildOpts(t, root)
-	if _, err := Init(opts); err != nil {
-		t.Fatal(err)
-	}
+	root, opts := initFresh(t)
 	fresh := snapshot(t, root)
 
 	// The user edits the policy: init keeps it and regenerates its own
@@ -207,10 +211,7 @@ func TestInitKeepsPatchesAndForces(t *testing.T) {
 		t.Fatal("test setup: packages key not found in the template")
 	}
 	write(t, root, PolicyFile, userPolicy)
-	rs, err := Init(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := mustInit(t, opts)
 	st := statuses(rs)
 	if st[PolicyFile] != Kept || st[DockerfileFile] != Updated || st[ConfigFile] != Unchanged {
 		t.Errorf("after a policy edit: %v", st)
@@ -227,27 +228,24 @@ func TestInitKeepsPatchesAndForces(t *testing.T) {
 	write(t, root, DockerfileFile, "FROM scratch\n")
 	write(t, root, ConfigFile, "{}\n")
 	before := snapshot(t, root)
-	_, err = Init(opts)
+	_, err := Init(opts)
 	if err == nil || !strings.Contains(err.Error(), "Dockerfile exists and was not written by devbox init") || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("want a refusal naming the Dockerfile and --force, got %v", err)
 	}
-	if !mapsEqual(before, snapshot(t, root)) {
+	if !maps.Equal(before, snapshot(t, root)) {
 		t.Errorf("a refused init changed files")
 	}
 
 	// --force: everything back to fresh.
 	opts.Force = true
-	rs, err = Init(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs = mustInit(t, opts)
 	st = statuses(rs)
 	for _, p := range []string{PolicyFile, ConfigFile, DockerfileFile} {
 		if st[p] != Overwritten {
 			t.Errorf("--force: %s is %s, want overwritten", p, st[p])
 		}
 	}
-	if !mapsEqual(fresh, snapshot(t, root)) {
+	if !maps.Equal(fresh, snapshot(t, root)) {
 		t.Errorf("--force did not restore the fresh files")
 	}
 }
@@ -267,10 +265,7 @@ func TestPatchCommentedGolden(t *testing.T) {
 			if mode == "image" {
 				opts.Image = "registry.test/team/devbox@sha256:" + strings.Repeat("cd", 32)
 			}
-			rs, err := Init(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			rs := mustInit(t, opts)
 			var report bytes.Buffer
 			for _, r := range rs {
 				report.WriteString(r.String() + "\n")
@@ -318,10 +313,7 @@ func TestDetectPresets(t *testing.T) {
 		{map[string]string{"package.json/x": ""}, []string{"anthropic", "claude-login", "vscode"}}, // a directory, not a file
 	}
 	for _, tt := range tests {
-		root := t.TempDir()
-		for p, d := range tt.files {
-			write(t, root, p, d)
-		}
+		root := repoWith(t, tt.files)
 		var got []string
 		for _, p := range DetectPresets(root) {
 			got = append(got, p.Name)
@@ -353,10 +345,7 @@ func TestInitErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			root := t.TempDir()
-			for p, d := range tt.files {
-				write(t, root, p, d)
-			}
+			root := repoWith(t, tt.files)
 			opts := buildOpts(t, root)
 			if tt.opts != nil {
 				tt.opts(&opts)
@@ -366,7 +355,7 @@ func TestInitErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want one containing %q", err, tt.want)
 			}
-			if !mapsEqual(before, snapshot(t, root)) {
+			if !maps.Equal(before, snapshot(t, root)) {
 				t.Errorf("a failed init changed files")
 			}
 		})
@@ -385,17 +374,10 @@ func writeTemp(t *testing.T, data string) string {
 // initializeCommand follows the mode (the audit runs in both), a user's
 // stays.
 func TestInitModeSwitch(t *testing.T) {
-	root := t.TempDir()
-	opts := buildOpts(t, root)
-	if _, err := Init(opts); err != nil {
-		t.Fatal(err)
-	}
+	root, opts := initFresh(t)
 	build := string(read(t, root, ConfigFile))
 	opts.Image = "registry.test/x@sha256:" + strings.Repeat("1", 64)
-	rs, err := Init(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := mustInit(t, opts)
 	cfg := string(read(t, root, ConfigFile))
 	if !strings.Contains(cfg, "devbox audit && devbox init --image "+opts.Image+";") || strings.Contains(cfg, `"build"`) || !strings.Contains(cfg, opts.Image) {
 		t.Errorf("image mode config:\n%s", cfg)
@@ -404,9 +386,7 @@ func TestInitModeSwitch(t *testing.T) {
 		t.Errorf("switch to image: %v", st)
 	}
 	opts.Image = ""
-	if _, err := Init(opts); err != nil {
-		t.Fatal(err)
-	}
+	mustInit(t, opts)
 	if got := string(read(t, root, ConfigFile)); strings.Contains(got, `"image"`) || !strings.Contains(got, "devbox audit && devbox init --lock;") {
 		t.Errorf("back to build mode:\n%s\nfirst build-mode file was:\n%s", got, build)
 	}
@@ -416,9 +396,7 @@ func TestInitModeSwitch(t *testing.T) {
 	write(t, root, ConfigFile, `{"initializeCommand": "make prepare"}`)
 	opts = buildOpts(t, root)
 	opts.Image = "registry.test/x@sha256:" + strings.Repeat("2", 64)
-	if _, err := Init(opts); err != nil {
-		t.Fatal(err)
-	}
+	mustInit(t, opts)
 	if !strings.Contains(string(read(t, root, ConfigFile)), "make prepare") {
 		t.Errorf("the user's initializeCommand was removed")
 	}
@@ -432,10 +410,7 @@ func TestInitWithoutLock(t *testing.T) {
 	if err := os.Remove(filepath.Join(root, LockFile)); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := Init(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := mustInit(t, opts)
 	st := statuses(rs)
 	if st[PolicyFile] != Created || st[ConfigFile] != Created || st[DockerfileFile] != Pending {
 		t.Errorf("statuses %v", st)
@@ -450,10 +425,7 @@ func TestInitWithoutLock(t *testing.T) {
 	}
 	// Once locked, init completes the build files.
 	write(t, root, LockFile, strings.Replace(testLock, "docker.io/library/debian:bookworm-slim", policy.DefaultBase, 1))
-	rs, err = Init(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs = mustInit(t, opts)
 	if st := statuses(rs); st[DockerfileFile] != Created || st[BinaryFile] != Created || st[ContextPolicyFile] != Created || st[PolicyFile] != Unchanged {
 		t.Errorf("after devbox lock: %v", st)
 	}
@@ -506,9 +478,7 @@ func TestInitEnginePodmanRootful(t *testing.T) {
 	for root, engine := range map[string]string{docker: "docker", podman: "podman"} {
 		opts := buildOpts(t, root)
 		opts.Engine = engine
-		if _, err := Init(opts); err != nil {
-			t.Fatal(err)
-		}
+		mustInit(t, opts)
 	}
 	if !bytes.Equal(read(t, docker, ConfigFile), read(t, podman, ConfigFile)) || slices.Contains(runArgs(podman), PodmanRootfulRunArg) {
 		t.Errorf("rootless podman's devcontainer.json differs from docker's, or has %s: %q", PodmanRootfulRunArg, runArgs(podman))
@@ -517,17 +487,12 @@ func TestInitEnginePodmanRootful(t *testing.T) {
 	root := t.TempDir()
 	opts := buildOpts(t, root)
 	opts.Engine = "podman-rootful"
-	if _, err := Init(opts); err != nil {
-		t.Fatal(err)
-	}
+	mustInit(t, opts)
 	if got := runArgs(root); !slices.Contains(got, PodmanRootfulRunArg) {
 		t.Fatalf("--engine podman-rootful: runArgs %q lack %s", got, PodmanRootfulRunArg)
 	}
 	opts.Engine = ""
-	rs, err := Init(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := mustInit(t, opts)
 	if st := statuses(rs)[ConfigFile]; st != Unchanged || !slices.Contains(runArgs(root), PodmanRootfulRunArg) {
 		t.Errorf("init without --engine after podman-rootful: %s, runArgs %q; want it unchanged", st, runArgs(root))
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/tailscale/hujson"
@@ -423,7 +424,7 @@ func applyBlock(arr *hujson.Array, depth int, unit, path string, want, legacy []
 			s, _ := el.Value.(hujson.Literal)
 			old = append(old, s.String())
 		}
-		if slicesEqual(old, want) {
+		if slices.Equal(old, want) {
 			return nil
 		}
 		before := arr.Elements[b].BeforeExtra
@@ -490,16 +491,4 @@ func applyBlock(arr *hujson.Array, depth int, unit, path string, want, legacy []
 		changes = append(changes, Change{Path: path, Op: "set", Old: compact(old), New: compact(want)})
 	}
 	return changes
-}
-
-func slicesEqual(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -16,11 +16,7 @@ import (
 func TestMountsBlock(t *testing.T) {
 	root := t.TempDir()
 	opts := buildOpts(t, root)
-	for _, d := range []string{".git/hooks", ".git/objects", ".git/refs"} {
-		os.MkdirAll(filepath.Join(root, d), 0o755)
-	}
-	write(t, root, ".git/HEAD", "ref: refs/heads/main\n")
-	write(t, root, ".git/config", "[core]\n")
+	gitDir(t, root)
 	legacy := `{
   // my container
   "mounts": [
@@ -32,9 +28,7 @@ func TestMountsBlock(t *testing.T) {
 }
 `
 	write(t, root, ConfigFile, legacy)
-	if _, err := Init(opts); err != nil {
-		t.Fatal(err)
-	}
+	mustInit(t, opts)
 	got := string(read(t, root, ConfigFile))
 	for _, s := range []string{"// my container", `"source=/cache,target=/cache,type=bind", // my cache`, `/* keep me */ "source=/x,target=/x,type=bind"`, BlockBegin, BlockEnd} {
 		if !strings.Contains(got, s) {
@@ -59,10 +53,7 @@ func TestMountsBlock(t *testing.T) {
 		write(t, root, gd+"/HEAD", "ref: refs/heads/main\n")
 		write(t, root, gd+"/config", "[core]\n")
 	}
-	rs, err := Init(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := mustInit(t, opts)
 	if st := statuses(rs); st[ConfigFile] != Patched {
 		t.Errorf("new git dirs: %v", st)
 	}
@@ -80,9 +71,7 @@ func TestMountsBlock(t *testing.T) {
 	// The nested repository goes away: its mounts go too (a bind of a
 	// missing path would fail the start), the user's stay.
 	os.RemoveAll(filepath.Join(root, "vendor"))
-	if _, err := Init(opts); err != nil {
-		t.Fatal(err)
-	}
+	mustInit(t, opts)
 	got = string(read(t, root, ConfigFile))
 	if strings.Contains(got, "vendor/x") || !strings.Contains(got, ".git/modules/lib/hooks") || !strings.Contains(got, "// my cache") || !strings.Contains(got, "/* keep me */") {
 		t.Errorf("after removing vendor/x:\n%s", got)
@@ -96,16 +85,9 @@ func TestMountsBlock(t *testing.T) {
 func TestInitIsolated(t *testing.T) {
 	root := t.TempDir()
 	opts := buildOpts(t, root)
-	for _, d := range []string{".git/hooks", ".git/objects", ".git/refs"} {
-		os.MkdirAll(filepath.Join(root, d), 0o755)
-	}
-	write(t, root, ".git/HEAD", "ref: refs/heads/main\n")
-	write(t, root, ".git/config", "[core]\n")
+	gitDir(t, root)
 	opts.Isolated = true
-	rs, err := Init(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := mustInit(t, opts)
 	got := string(read(t, root, ConfigFile))
 	for _, s := range []string{
 		`"workspaceMount": "source=${localWorkspaceFolder},target=/mnt/devbox-origin,type=bind,readonly"`,
@@ -130,9 +112,7 @@ func TestInitIsolated(t *testing.T) {
 	}
 
 	opts.Isolated = false
-	if _, err := Init(opts); err != nil {
-		t.Fatal(err)
-	}
+	mustInit(t, opts)
 	got = string(read(t, root, ConfigFile))
 	for _, s := range []string{"workspaceMount", "workspaceFolder", "onCreateCommand", "DEVBOX_ISOLATED_WORKSPACE", "/mnt/devbox-origin", "--isolated"} {
 		if strings.Contains(got, s) {
@@ -142,4 +122,16 @@ func TestInitIsolated(t *testing.T) {
 	if !strings.Contains(got, roMount(".git/hooks")) {
 		t.Errorf("back in the default mode, .git/hooks is not read-only:\n%s", got)
 	}
+}
+
+// gitDir makes root a repository with the git directories init mounts.
+func gitDir(t *testing.T, root string) {
+	t.Helper()
+	for _, d := range []string{".git/hooks", ".git/objects", ".git/refs"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, root, ".git/HEAD", "ref: refs/heads/main\n")
+	write(t, root, ".git/config", "[core]\n")
 }

@@ -114,9 +114,7 @@ func TestReadConfigurationAccepts(t *testing.T) {
 			}
 			opts := buildOpts(t, root)
 			opts.Image = tt.image
-			if _, err := Init(opts); err != nil {
-				t.Fatal(err)
-			}
+			mustInit(t, opts)
 			cfg := readConfiguration(t, root)
 			tt.check(t, cfg)
 			for _, c := range []string{"NET_ADMIN", "NET_RAW"} {

@@ -35,10 +35,7 @@ func TestInitSandboxSeccomp(t *testing.T) {
 			write(t, root, PolicyFile, tt.policy)
 			write(t, root, ConfigFile, userConfig)
 			opts := InitOptions{Root: root, Image: "registry.test/x@sha256:" + strings.Repeat("0", 64)}
-			rs, err := Init(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			rs := mustInit(t, opts)
 			st := statuses(rs)
 			var cfg struct{ RunArgs []string }
 			std, err := hujson.Standardize(read(t, root, ConfigFile))
@@ -67,10 +64,7 @@ func TestInitSandboxSeccomp(t *testing.T) {
 				t.Error("the user's comment was lost")
 			}
 			// Again: nothing to do.
-			rs, err = Init(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			rs = mustInit(t, opts)
 			for _, r := range rs {
 				if r.Status != Unchanged && r.Status != Kept {
 					t.Errorf("second init: %s %s", r.Path, r.Status)

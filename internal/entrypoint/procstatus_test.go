@@ -3,6 +3,8 @@ package entrypoint
 import (
 	"strings"
 	"testing"
+
+	"github.com/devbox-dev/devbox/internal/devboxtest"
 )
 
 const rootStatus = `Name:	cat
@@ -46,14 +48,8 @@ func TestParseProcStatus(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ps, err := ParseProcStatus(tc.text)
-			if tc.wantParseErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantParseErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantParseErr)
-				}
+			if devboxtest.WantErr(t, err, tc.wantParseErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			uerr := ps.Unprivileged()
 			switch {

@@ -4,8 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/devbox-dev/devbox/internal/devboxtest"
 )
 
 func TestLookupAccount(t *testing.T) {
@@ -41,14 +42,8 @@ wheel:x:abc:dev
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := LookupAccount(root, tc.name)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
+			if devboxtest.WantErr(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %+v, want %+v", got, tc.want)

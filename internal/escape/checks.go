@@ -307,18 +307,29 @@ func connectTCP(ctx context.Context, addr string) error {
 	return escaped("connected to %s from %s", c.RemoteAddr(), c.LocalAddr())
 }
 
-func connectName(ctx context.Context, hostport string) error {
+// resolveHostPort resolves hostport's name; addr is its first address with
+// the port. A malformed hostport is invalid (the check proves nothing); a
+// name that does not resolve is an ordinary error, i.e. blocked.
+func resolveHostPort(ctx context.Context, hostport string) (host string, addrs []string, addr string, err error) {
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return invalid("%q: %v", hostport, err)
+		return "", nil, "", invalid("%q: %v", hostport, err)
 	}
-	addrs, err := net.DefaultResolver.LookupHost(ctx, host)
+	addrs, err = net.DefaultResolver.LookupHost(ctx, host)
 	if err != nil {
-		return fmt.Errorf("not resolved: %w", err)
+		return "", nil, "", fmt.Errorf("not resolved: %w", err)
+	}
+	return host, addrs, net.JoinHostPort(addrs[0], port), nil
+}
+
+func connectName(ctx context.Context, hostport string) error {
+	_, addrs, addr, err := resolveHostPort(ctx, hostport)
+	if err != nil {
+		return err
 	}
 	// A non-allowed name that resolves is already a leak (the query left
 	// or the filter answered it); a connection on top is worse.
-	if cerr := connectTCP(ctx, net.JoinHostPort(addrs[0], port)); cerr != nil {
+	if cerr := connectTCP(ctx, addr); cerr != nil {
 		if _, ok := cerr.(*escapedError); ok {
 			return escaped("resolved to %v and %v", addrs, cerr)
 		}
@@ -403,14 +414,24 @@ func setDeadline(ctx context.Context, c deadliner) {
 	}
 }
 
+// dial connects to addr; reads and writes on the connection end at ctx's
+// deadline.
+func dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	setDeadline(ctx, c)
+	return c, nil
+}
+
 // udpEcho sends a datagram and waits for the world's echo of it.
 func udpEcho(ctx context.Context, addr, nonce string) error {
-	c, err := (&net.Dialer{}).DialContext(ctx, "udp", addr)
+	c, err := dial(ctx, "udp", addr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	setDeadline(ctx, c)
 	payload := []byte("devbox-escape " + nonce)
 	if _, err := c.Write(payload); err != nil {
 		return fmt.Errorf("send: %w", err)
@@ -630,11 +651,10 @@ func dialName(ctx context.Context, hostport string) (net.Conn, error) {
 	if err != nil {
 		return nil, invalid("%s does not resolve, so the check proves nothing: %v", host, err)
 	}
-	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", net.JoinHostPort(addrs[0], port))
+	c, err := dial(ctx, "tcp", net.JoinHostPort(addrs[0], port))
 	if err != nil {
 		return nil, invalid("%s did not connect, so the check proves nothing: %v", hostport, err)
 	}
-	setDeadline(ctx, c)
 	return c, nil
 }
 

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/devbox-dev/devbox/internal/testworld"
 )
 
 func TestRunCounts(t *testing.T) {
@@ -60,16 +62,9 @@ func TestConnectTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	var world testworld.Recorder
+	world.ServeTCP(l)
+	defer world.Close()
 	closed, _ := net.Listen("tcp", "127.0.0.1:0")
 	closedAddr := closed.Addr().String()
 	closed.Close()
@@ -168,17 +163,9 @@ func TestUDPEcho(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer echo.Close()
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := echo.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			echo.WriteTo(buf[:n], from)
-		}
-	}()
+	var world testworld.Recorder
+	world.ServeUDP(echo)
+	defer world.Close()
 	silent, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

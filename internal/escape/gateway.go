@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 )
@@ -32,12 +31,11 @@ var gatewayAttempts = []struct{ name, request string }{
 // (4xx and X-Devbox-Gateway: refused); any other answer may come from
 // beyond it: an escape.
 func gatewayRefuses(ctx context.Context, addr, request string) error {
-	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	c, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return invalid("the gateway at %s did not connect, so the check proves nothing: %v", addr, err)
 	}
 	defer c.Close()
-	setDeadline(ctx, c)
 	if strings.Contains(request, "%s") {
 		request = fmt.Sprintf(request, addr)
 	}
@@ -63,13 +61,9 @@ func gatewayRefuses(ctx context.Context, addr, request string) error {
 // connectProtected connects to a protected name's address: the name
 // resolves (the policy allows it), the connection must be refused.
 func connectProtected(ctx context.Context, hostport string) error {
-	host, port, err := net.SplitHostPort(hostport)
+	_, _, addr, err := resolveHostPort(ctx, hostport)
 	if err != nil {
-		return invalid("%q: %v", hostport, err)
+		return err
 	}
-	addrs, err := net.DefaultResolver.LookupHost(ctx, host)
-	if err != nil {
-		return fmt.Errorf("not resolved: %w", err)
-	}
-	return connectTCP(ctx, net.JoinHostPort(addrs[0], port))
+	return connectTCP(ctx, addr)
 }

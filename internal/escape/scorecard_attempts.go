@@ -154,19 +154,29 @@ func ScorecardAttempts(c Config) []Attempt {
 // connection accepted by something else (a proxy, a gate) that does not
 // pass the world's answer back proves nothing arrived.
 func reachWorld(ctx context.Context, addr, nonce string) error {
-	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	c, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	setDeadline(ctx, c)
-	fmt.Fprintf(c, "GET /%s HTTP/1.0\r\nHost: %s\r\n\r\n", nonce, addr)
+	answer, got, rerr := askWorld(c, addr, nonce)
+	if answer != "" {
+		return escaped("the world answered %q", answer)
+	}
+	return fmt.Errorf("connected to %s but no answer from the world (%q, %v)", c.RemoteAddr(), got, rerr)
+}
+
+// askWorld asks, over c, the world's server at host for nonce. answer is
+// the world's "hello from ADDR", or empty when got (the first bytes back,
+// then rerr) is something else.
+func askWorld(c net.Conn, host, nonce string) (answer string, got []byte, rerr error) {
+	fmt.Fprintf(c, "GET /%s HTTP/1.0\r\nHost: %s\r\n\r\n", nonce, host)
 	buf := make([]byte, 512)
 	n, rerr := readSome(c, buf)
 	if i := strings.Index(string(buf[:n]), "hello from "); i >= 0 {
-		return escaped("the world answered %q", strings.TrimSpace(string(buf[i:n])))
+		return strings.TrimSpace(string(buf[i:n])), buf[:n], rerr
 	}
-	return fmt.Errorf("connected to %s but no answer from the world (%q, %v)", c.RemoteAddr(), buf[:n], rerr)
+	return "", buf[:n], rerr
 }
 
 // readSome reads until buf is full, EOF or an error.
@@ -184,15 +194,11 @@ func readSome(c net.Conn, buf []byte) (int, error) {
 
 // reachName resolves hostport's name and asks the world at its address.
 func reachName(ctx context.Context, hostport, nonce string) error {
-	host, port, err := net.SplitHostPort(hostport)
+	host, addrs, addr, err := resolveHostPort(ctx, hostport)
 	if err != nil {
-		return invalid("%q: %v", hostport, err)
+		return err
 	}
-	addrs, err := net.DefaultResolver.LookupHost(ctx, host)
-	if err != nil {
-		return fmt.Errorf("not resolved: %w", err)
-	}
-	if err := reachWorld(ctx, net.JoinHostPort(addrs[0], port), nonce); err != nil {
+	if err := reachWorld(ctx, addr, nonce); err != nil {
 		if ee, ok := err.(*escapedError); ok {
 			return escaped("%s resolved to %v; %s", host, addrs, ee.detail)
 		}

@@ -38,11 +38,10 @@ func dialProxy(ctx context.Context, hostport string) (net.Conn, error) {
 	if p == nil {
 		return nil, invalid("no HTTP proxy in the environment")
 	}
-	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", p.Host)
+	c, err := dial(ctx, "tcp", p.Host)
 	if err != nil {
 		return nil, invalid("the proxy %s does not answer: %v", p.Host, err)
 	}
-	setDeadline(ctx, c)
 	req := fmt.Sprintf("CONNECT %s HTTP/1.1\r\nHost: %s\r\n", hostport, hostport)
 	if p.User != nil {
 		pw, _ := p.User.Password()
@@ -78,13 +77,11 @@ func reachWorldVia(ctx context.Context, hostport, nonce string) error {
 		return err
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "GET /%s HTTP/1.0\r\nHost: %s\r\n\r\n", nonce, hostport)
-	buf := make([]byte, 512)
-	n, rerr := readSome(c, buf)
-	if i := strings.Index(string(buf[:n]), "hello from "); i >= 0 {
-		return escaped("through the proxy, the world answered %q", strings.TrimSpace(string(buf[i:n])))
+	answer, got, rerr := askWorld(c, hostport, nonce)
+	if answer != "" {
+		return escaped("through the proxy, the world answered %q", answer)
 	}
-	return fmt.Errorf("tunnel to %s opened but no answer from the world (%q, %v)", hostport, buf[:n], rerr)
+	return fmt.Errorf("tunnel to %s opened but no answer from the world (%q, %v)", hostport, got, rerr)
 }
 
 // frontVia opens a tunnel to the allowed hostport through the proxy and

@@ -48,17 +48,7 @@ func init() {
 func TestStart_PortNeverTheAgents(t *testing.T) {
 	devboxtest.RequireRoot(t)
 	devboxtest.RequireBinary(t, "setpriv")
-	dir, err := os.MkdirTemp("", "devbox-gwd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	devbox := filepath.Join(dir, "devbox")
-	copyFile(t, devboxtest.BuildDevbox(t), devbox)
-	probe := filepath.Join(dir, "probe")
-	self, _ := os.Executable()
-	copyFile(t, self, probe)
+	dir, devbox, probe := binDir(t, "devbox-gwd-")
 	p, err := policy.Parse("policy", []byte(`{
 	  "network": { "allow": ["api.anthropic.test:443"] },
 	  "credentials": { "anthropic": { "secret": "anthropic", "host": "api.anthropic.test" } },

@@ -122,20 +122,33 @@ func newContainer(t *testing.T, w *testworld.World, dir string, files map[string
 	t.Cleanup(func() {
 		// Every process in the container's network namespace is one this
 		// test started (the fence's daemons included): stop each by pid.
-		self, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", c.pid))
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); ns == self && self != "" {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
+		for _, pid := range c.pids() {
+			syscall.Kill(pid, syscall.SIGKILL)
 		}
 		cmd.Wait()
 	})
 	return c
+}
+
+// pids lists the processes in the container's network namespace (none
+// once it is gone).
+func (c *container) pids() []int {
+	self, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", c.pid))
+	if self == "" {
+		return nil
+	}
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); ns == self {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // run runs argv in the container as uid (-1: root) with env and stdin.
@@ -151,6 +164,24 @@ func (c *container) run(uid int, env []string, stdin string, argv ...string) (st
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// binDir makes a directory the daemons' uids can enter, removed after the
+// test, holding the devbox binary and this test binary as "probe".
+func binDir(t *testing.T, prefix string) (dir, devbox, probe string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	devbox = filepath.Join(dir, "devbox")
+	copyFile(t, devboxtest.BuildDevbox(t), devbox)
+	probe = filepath.Join(dir, "probe")
+	self, _ := os.Executable()
+	copyFile(t, self, probe)
+	return dir, devbox, probe
 }
 
 func copyFile(t *testing.T, src, dst string) {
@@ -184,22 +215,7 @@ func TestWorld(t *testing.T) {
 	gitToken := "ghp_" + randHex(16)
 	secretBytes := []string{apiKey, gitToken, strings.TrimPrefix(apiKey, "sk-ant-api03-"), strings.TrimPrefix(gitToken, "ghp_")}
 
-	dir, err := os.MkdirTemp("", "devbox-gw-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	devbox := filepath.Join(dir, "devbox")
-	build := exec.Command("go", "build", "-o", devbox, "./cmd/devbox")
-	build.Dir = "../.."
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	probe := filepath.Join(dir, "probe")
-	self, _ := os.Executable()
-	copyFile(t, self, probe)
+	dir, devbox, probe := binDir(t, "devbox-gw-")
 
 	// The world: two TLS hosts, names under .test, a test CA.
 	w := testworld.New(t)
@@ -603,16 +619,7 @@ func TestWorld(t *testing.T) {
 // gatewayPID finds the gateway: the process of uid 996 in the container.
 func gatewayPID(t *testing.T, c *container) int {
 	t.Helper()
-	self, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", c.pid))
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); ns != self {
-			continue
-		}
+	for _, pid := range c.pids() {
 		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		if strings.Contains(string(status), "\nUid:\t996\t") {
 			return pid

@@ -9,16 +9,25 @@ import (
 	"strings"
 )
 
-// gitDir audits one git directory: everything in it but pure data.
-func (s *scanner) gitDir(dir string) {
-	key := dir
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
+// firstVisit marks p in seen, by its real path when it resolves (two
+// names of one file are one visit), and reports whether it was new.
+func firstVisit(seen map[string]bool, p string) bool {
+	key := p
+	if real, err := filepath.EvalSymlinks(p); err == nil {
 		key = real
 	}
-	if s.seenDir[key] {
+	if seen[key] {
+		return false
+	}
+	seen[key] = true
+	return true
+}
+
+// gitDir audits one git directory: everything in it but pure data.
+func (s *scanner) gitDir(dir string) {
+	if !firstVisit(s.seenDir, dir) {
 		return
 	}
-	s.seenDir[key] = true
 	s.res.GitDirs = append(s.res.GitDirs, s.rel(dir))
 	s.add(Finding{Kind: GitDir, Path: s.rel(dir), Digest: digest("")})
 	for _, name := range []string{"hooks", "config", "config.worktree"} {
@@ -272,14 +281,9 @@ func (s *scanner) configFile(path, gd string, depth int) {
 	if err != nil {
 		return // git skips a missing include
 	}
-	key := path
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		key = real
-	}
-	if s.seenFile[key] {
+	if !firstVisit(s.seenFile, path) {
 		return
 	}
-	s.seenFile[key] = true
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		s.link(path, "")
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"io"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -193,7 +194,7 @@ func TestAssemble(t *testing.T) {
 	}
 	cf, _ := img.ConfigFile()
 	want, _ := Labels(spec, "0.1.0-test")
-	if !mapsEqual(cf.Config.Labels, want) {
+	if !maps.Equal(cf.Config.Labels, want) {
 		t.Errorf("labels %v, want %v", cf.Config.Labels, want)
 	}
 	th, _ := TailHistory(spec)
@@ -243,18 +244,6 @@ func layerDigests(m *v1.Manifest) []v1.Hash {
 		out = append(out, l.Digest)
 	}
 	return out
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 func TestIndex(t *testing.T) {

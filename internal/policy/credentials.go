@@ -319,10 +319,7 @@ func (d *decoder) credentials(v *hujson.Value, path string, c *Credentials) {
 			d.array(v, path, func(v *hujson.Value, path string) {
 				var g GitCredential
 				d.object(v, path,
-					field{"host", func(v *hujson.Value, path string) {
-						d.checked(v, path, &g.Host, checkCredentialHost)
-						d.uniqueHost(v, path, g.Host, hosts)
-					}},
+					d.hostField(&g.Host, hosts),
 					field{"secret", func(v *hujson.Value, path string) { d.checked(v, path, &g.Secret, checkSecret) }},
 					field{"repos", func(v *hujson.Value, path string) {
 						g.Repos = sortFold(d.strings(v, path, checkRepo))
@@ -346,10 +343,7 @@ func (d *decoder) credentials(v *hujson.Value, path string, c *Credentials) {
 			d.array(v, path, func(v *hujson.Value, path string) {
 				var h HTTPCredential
 				d.object(v, path,
-					field{"host", func(v *hujson.Value, path string) {
-						d.checked(v, path, &h.Host, checkCredentialHost)
-						d.uniqueHost(v, path, h.Host, hosts)
-					}},
+					d.hostField(&h.Host, hosts),
 					field{"header", func(v *hujson.Value, path string) { d.checked(v, path, &h.Header, checkHeader) }},
 					field{"value", func(v *hujson.Value, path string) { d.checked(v, path, &h.Value, checkHeaderValue) }},
 					field{"secret", func(v *hujson.Value, path string) { d.checked(v, path, &h.Secret, checkSecret) }},
@@ -362,18 +356,23 @@ func (d *decoder) credentials(v *hujson.Value, path string, c *Credentials) {
 	)
 }
 
-// uniqueHost reports a host listed twice in one route list: the gateway
-// could not tell which entry applies.
-func (d *decoder) uniqueHost(v *hujson.Value, path, host string, seen map[string]string) {
-	if host == "" {
-		return
-	}
-	parent := path[:strings.LastIndexByte(path, '.')]
-	if first, ok := seen[host]; ok {
-		d.errAt(v, path, "%q is already listed at %s: one entry per host", host, first)
-		return
-	}
-	seen[host] = parent
+// hostField is a route list entry's "host": a credential host, and one
+// entry per host in the list (seen maps a host to the entry that listed
+// it), since the gateway could not tell which of two entries applies.
+func (d *decoder) hostField(dst *string, seen map[string]string) field {
+	return field{"host", func(v *hujson.Value, path string) {
+		d.checked(v, path, dst, checkCredentialHost)
+		host := *dst
+		if host == "" {
+			return
+		}
+		parent := path[:strings.LastIndexByte(path, '.')]
+		if first, ok := seen[host]; ok {
+			d.errAt(v, path, "%q is already listed at %s: one entry per host", host, first)
+			return
+		}
+		seen[host] = parent
+	}}
 }
 
 // credentialHostErrors reports credential hosts the policy does not allow

@@ -18,11 +18,14 @@ import (
 const DefaultDockerHost = "unix:///var/run/docker.sock"
 
 // DockerHost returns $DOCKER_HOST or DefaultDockerHost.
-func DockerHost() string {
-	if h := os.Getenv("DOCKER_HOST"); h != "" {
-		return h
+func DockerHost() string { return envOr("DOCKER_HOST", DefaultDockerHost) }
+
+// envOr returns $name, or def when it is unset or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
 	}
-	return DefaultDockerHost
+	return def
 }
 
 // LoadDocker streams an image tarball in the `docker save` format (BuildKit's

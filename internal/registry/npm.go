@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/devbox-dev/devbox/internal/policy"
@@ -18,12 +17,7 @@ const DefaultNPMRegistry = "https://registry.npmjs.org/"
 
 // NPMRegistry returns the npm registry URL devbox uses: $npm_config_registry
 // (what npm itself honours) or DefaultNPMRegistry.
-func NPMRegistry() string {
-	if r := os.Getenv("npm_config_registry"); r != "" {
-		return r
-	}
-	return DefaultNPMRegistry
-}
+func NPMRegistry() string { return envOr("npm_config_registry", DefaultNPMRegistry) }
 
 // npmVersion is the part of an npm version document devbox reads.
 type npmVersion struct {

@@ -5,8 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/devbox-dev/devbox/internal/devboxtest"
 )
 
 func TestNameservers(t *testing.T) {
@@ -29,14 +30,8 @@ func TestNameservers(t *testing.T) {
 				}
 			}
 			got, err := Nameservers(p)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
+			if devboxtest.WantErr(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			var want []netip.AddrPort
 			for _, s := range tc.want {

@@ -3,7 +3,10 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -484,44 +487,33 @@ func existing(m map[string]Kind, missing map[string]bool) map[string]Kind {
 
 // coveredBy returns the path of set that p is at or under ("" if none).
 func (pl *planner) coveredBy(p string, set map[string]Kind) string {
+	return deepest(p, maps.Keys(set))
+}
+
+// isWritable reports whether a sandboxed command could write at p.
+func (pl *planner) isWritable(p string) bool {
+	return slices.ContainsFunc(pl.writable, func(w string) bool { return under(p, w) })
+}
+
+// writableRoot returns the deepest writable root holding p ("" if none).
+func (pl *planner) writableRoot(p string) string {
+	return deepest(p, slices.Values(pl.writable))
+}
+
+// holdsWritable reports whether a writable root lies inside p.
+func (pl *planner) holdsWritable(p string) bool {
+	return slices.ContainsFunc(pl.writable, func(w string) bool { return under(w, p) })
+}
+
+// deepest returns the longest of roots that p is at or under ("" if none).
+func deepest(p string, roots iter.Seq[string]) string {
 	best := ""
-	for q := range set {
+	for q := range roots {
 		if under(p, q) && len(q) > len(best) {
 			best = q
 		}
 	}
 	return best
-}
-
-// isWritable reports whether a sandboxed command could write at p.
-func (pl *planner) isWritable(p string) bool {
-	for _, w := range pl.writable {
-		if under(p, w) {
-			return true
-		}
-	}
-	return false
-}
-
-// writableRoot returns the deepest writable root holding p ("" if none).
-func (pl *planner) writableRoot(p string) string {
-	best := ""
-	for _, w := range pl.writable {
-		if under(p, w) && len(w) > len(best) {
-			best = w
-		}
-	}
-	return best
-}
-
-// holdsWritable reports whether a writable root lies inside p.
-func (pl *planner) holdsWritable(p string) bool {
-	for _, w := range pl.writable {
-		if under(w, p) {
-			return true
-		}
-	}
-	return false
 }
 
 func placeholderKind(name string) Kind {

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/devbox-dev/devbox/internal/atomicfile"
 	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
@@ -167,29 +168,7 @@ func (s Store) Set(name string, value []byte) error {
 	if err := s.Prepare(); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(s.Dir, "."+name+".tmp*")
-	if err != nil {
-		return fmt.Errorf("secrets: %w", err)
-	}
-	tmp := f.Name()
-	err = f.Chown(0, s.GID)
-	if err == nil {
-		err = f.Chmod(0o640)
-	}
-	if err == nil {
-		_, err = f.Write(v)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, p)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.WriteFileOwned(p, v, 0o640, 0, s.GID); err != nil {
 		return fmt.Errorf("secrets: %w", err)
 	}
 	return nil
