@@ -335,6 +335,26 @@ func escapeSuite(t testing.TB, cmd *exec.Cmd, minAttempts, wantAllowed int) stri
 	return stdout.String()
 }
 
+// escapeAs runs the escape suite through dexec (as the container's user)
+// against world w, with the workspace ws ("" for none), and requires two
+// allowed checks (see escapeSuite).
+func escapeAs(t testing.TB, dexec func(args ...string) *exec.Cmd, w *world, ws string, minAttempts int) string {
+	t.Helper()
+	return escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), minAttempts, 2)
+}
+
+// restartFenced restarts container id and requires that the entrypoint
+// fenced the new start (a StartID other than notStartID), that the escape
+// suite still finds no escape, and that the fence stays shut with the DNS
+// filter killed.
+func restartFenced(t testing.TB, e env, w *world, id, notStartID string, dexec func(args ...string) *exec.Cmd, ws string, minAttempts int) {
+	t.Helper()
+	e.d.Run(t, "restart", "-t", "2", id)
+	requireFenced(t, e.d, id, notStartID)
+	escapeAs(t, dexec, w, ws, minAttempts)
+	dnsFilterDown(t, e, w, id, dexec)
+}
+
 // requireReadOnly checks the escape suite stopped the writes to the files
 // the host runs because their mounts are read-only, not by chance.
 func requireReadOnly(t testing.TB, table string) {
@@ -506,18 +526,14 @@ func TestFence(t *testing.T) {
 		if out, err := dexec("id", "-u").Output(); err != nil || strings.TrimSpace(string(out)) == "0" {
 			t.Fatalf("devcontainer exec runs as uid %q (%v), want the non-root remote user", out, err)
 		}
-		requireReadOnly(t, escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2))
+		requireReadOnly(t, escapeAs(t, dexec, w, ws, 40))
 		requireEmbeddedDNS(t, e.d, id)
 		if out, err := dexec("devbox", "doctor", "--workspace", ws).CombinedOutput(); err != nil {
 			t.Errorf("devbox doctor as the remote user: %v\n%s", err, out)
 		}
 
 		// Restart: the entrypoint runs again and fences again.
-		e.d.Run(t, "restart", "-t", "2", id)
-		requireFenced(t, e.d, id, first.StartID)
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2)
-
-		dnsFilterDown(t, e, w, id, dexec)
+		restartFenced(t, e, w, id, first.StartID, dexec, ws, 40)
 	})
 
 	t.Run("build and push", func(t *testing.T) { image = buildImage(t, e, w) })
@@ -532,11 +548,8 @@ func TestFence(t *testing.T) {
 		prepare(t, e, id)
 		dexec := devcontainerExec(e, repo, "DOCKER_HOST="+e.d.Host)
 		ws := "/workspaces/" + filepath.Base(repo)
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2)
-		e.d.Run(t, "restart", "-t", "2", id)
-		requireFenced(t, e.d, id, first.StartID)
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2)
-		dnsFilterDown(t, e, w, id, dexec)
+		escapeAs(t, dexec, w, ws, 40)
+		restartFenced(t, e, w, id, first.StartID, dexec, ws, 40)
 	})
 
 	t.Run("docker run", func(t *testing.T) {
@@ -549,12 +562,9 @@ func TestFence(t *testing.T) {
 		dexec := func(args ...string) *exec.Cmd {
 			return e.d.Command(context.Background(), append([]string{"exec", "-u", "dev", id}, args...)...)
 		}
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs("")...)...), 35, 2)
+		escapeAs(t, dexec, w, "", 35)
 		requireEmbeddedDNS(t, e.d, id)
-		e.d.Run(t, "restart", "-t", "2", id)
-		requireFenced(t, e.d, id, first.StartID)
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs("")...)...), 35, 2)
-		dnsFilterDown(t, e, w, id, dexec)
+		restartFenced(t, e, w, id, first.StartID, dexec, "", 35)
 	})
 
 	t.Run("docker run/plain", func(t *testing.T) {

@@ -204,7 +204,7 @@ func TestToolchainBases(t *testing.T) {
 				}
 			}
 			prepare(t, e, id)
-			escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2)
+			escapeAs(t, dexec, w, ws, 40)
 		})
 	}
 }
