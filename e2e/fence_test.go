@@ -210,6 +210,17 @@ func mergeRunArgs(have any, add []string) []any {
 	return out
 }
 
+// upFenced brings repo's dev container up and requires its fence. It
+// returns the container id, the fence's status, a command runner as the
+// remote user (with DOCKER_HOST set) and the workspace folder in the
+// container.
+func upFenced(t testing.TB, e env, repo string) (id string, first entrypoint.Status, dexec func(args ...string) *exec.Cmd, ws string) {
+	t.Helper()
+	id = devcontainerUp(t, e, repo)
+	first = requireFenced(t, e.d, id, "")
+	return id, first, devcontainerExec(e, repo, "DOCKER_HOST="+e.d.Host), "/workspaces/" + filepath.Base(repo)
+}
+
 // devcontainerUp runs `devcontainer up` and returns the container id.
 func devcontainerUp(t testing.TB, e env, repo string) string {
 	t.Helper()
@@ -518,11 +529,8 @@ func TestFence(t *testing.T) {
 	var image string // pushed REPO@sha256:…, shared by the last two subtests
 	t.Run("devcontainer/build", func(t *testing.T) {
 		repo := sampleRepo(t, e, w, "")
-		id := devcontainerUp(t, e, repo)
-		first := requireFenced(t, e.d, id, "")
+		id, first, dexec, ws := upFenced(t, e, repo)
 		prepare(t, e, id)
-		dexec := devcontainerExec(e, repo, "DOCKER_HOST="+e.d.Host)
-		ws := "/workspaces/" + filepath.Base(repo)
 		if out, err := dexec("id", "-u").Output(); err != nil || strings.TrimSpace(string(out)) == "0" {
 			t.Fatalf("devcontainer exec runs as uid %q (%v), want the non-root remote user", out, err)
 		}
@@ -543,11 +551,8 @@ func TestFence(t *testing.T) {
 			t.Fatal("no pushed image (build and push failed)")
 		}
 		repo := sampleRepo(t, e, w, image)
-		id := devcontainerUp(t, e, repo)
-		first := requireFenced(t, e.d, id, "")
+		id, first, dexec, ws := upFenced(t, e, repo)
 		prepare(t, e, id)
-		dexec := devcontainerExec(e, repo, "DOCKER_HOST="+e.d.Host)
-		ws := "/workspaces/" + filepath.Base(repo)
 		escapeAs(t, dexec, w, ws, 40)
 		restartFenced(t, e, w, id, first.StartID, dexec, ws, 40)
 	})
