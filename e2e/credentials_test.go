@@ -54,15 +54,10 @@ func credentialsPolicy(e env, claude string) string {
 func TestCredentials(t *testing.T) {
 	start := time.Now()
 	e := setup(t)
-	lock, err := policy.ReadLock("../features/claude-code.lock.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// `devbox lock` (here and in the initializeCommand) reads the pins
 	// from a loopback registry; only the image build fetches the tarball,
 	// from the pinned npm URL, checked against the pinned sha512.
-	npm, npmHits := npmFromLock(t, lock)
-	t.Setenv("npm_config_registry", npm)
+	lock, npmHits := claudeNPM(t)
 	apiKey := "sk-ant-api03-" + randHex(16)
 	gitToken := "ghp_" + randHex(16)
 	secretBytes := []string{apiKey, gitToken, strings.TrimPrefix(apiKey, "sk-ant-api03-"), strings.TrimPrefix(gitToken, "ghp_")}
@@ -346,6 +341,21 @@ git fetch -q origin`
 		}
 	}
 	t.Logf("%d outputs the agent got, none with the secrets' bytes; TestCredentials took %.1f s", len(outputs), time.Since(start).Seconds())
+}
+
+// claudeNPM reads the Claude Code pins of the feature's lock
+// (features/claude-code.lock.json) and points npm at npmFromLock's registry
+// for them (npm_config_registry, for this test); it returns the lock and
+// the registry's request count.
+func claudeNPM(t *testing.T) (*policy.Lock, *atomic.Int32) {
+	t.Helper()
+	lock, err := policy.ReadLock("../features/claude-code.lock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	npm, hits := npmFromLock(t, lock)
+	t.Setenv("npm_config_registry", npm)
+	return lock, hits
 }
 
 // npmFromLock is an npm registry on loopback answering the version

@@ -15,7 +15,6 @@ import (
 	"github.com/containerd/console"
 
 	"github.com/devbox-dev/devbox/internal/layout"
-	"github.com/devbox-dev/devbox/internal/policy"
 	"github.com/devbox-dev/devbox/internal/secrets"
 	"github.com/devbox-dev/devbox/internal/setuptoken"
 	"github.com/devbox-dev/devbox/internal/testworld"
@@ -79,12 +78,7 @@ func TestJourney(t *testing.T) {
 	// The user's devbox is the one from the release archive (issue 21:
 	// installing needs no Go toolchain), not the tests' own build.
 	e.devbox, _ = releaseBinary(t)
-	lock, err := policy.ReadLock("../features/claude-code.lock.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	npm, _ := npmFromLock(t, lock)
-	t.Setenv("npm_config_registry", npm)
+	lock, _ := claudeNPM(t)
 	apiKey := "sk-ant-api03-" + randHex(16)
 	oauth := setuptoken.TokenPrefix + "01-" + randHex(40)
 	secretBytes := []string{apiKey, strings.TrimPrefix(apiKey, "sk-ant-api03-"), oauth, strings.TrimPrefix(oauth, setuptoken.TokenPrefix+"01-")}
