@@ -146,15 +146,7 @@ func fmtAll(v []float64, f string) string {
 func BenchmarkStartEngines(b *testing.B) {
 	e := setup(b)
 	modes := podmanModes(b)
-	shared, err := os.MkdirTemp("", "devbox-podman-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(shared) })
-	os.Chmod(shared, 0o755)
-	dst := filepath.Join(shared, "worldd")
-	run(b, "", nil, "cp", e.worldd, dst)
-	e.worldd = dst
+	shared := podmanShared(b, "devbox-podman-bench-", &e.worldd)
 	// Go runs a benchmark with b.N = 1 before the timed round: build once.
 	image := sampleImage
 	if image == "" {
