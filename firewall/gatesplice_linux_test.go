@@ -30,16 +30,25 @@ func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
 	return c, s
 }
 
+// startSplice runs a gate's splice between two loopback connections. It
+// returns the client's end, the server's end, the gate and a channel
+// closed when the splice returns.
+func startSplice(t *testing.T) (client, server *net.TCPConn, g *gate, spliced chan struct{}) {
+	t.Helper()
+	client, gateIn := tcpPair(t)
+	gateOut, server := tcpPair(t)
+	g = &gate{pipes: newPipePool(4)}
+	spliced = make(chan struct{})
+	go func() { g.splice(gateIn, gateOut); close(spliced) }()
+	return client, server, g, spliced
+}
+
 // TestGateSplice runs the gate's data path between a client and a server
 // pair: both directions carry their bytes intact and in order, a client's
 // half-close reaches the server while the answer still flows, and the
 // pipes go back to the pool empty.
 func TestGateSplice(t *testing.T) {
-	client, gateIn := tcpPair(t)
-	gateOut, server := tcpPair(t)
-	g := &gate{pipes: newPipePool(4)}
-	spliced := make(chan struct{})
-	go func() { g.splice(gateIn, gateOut); close(spliced) }()
+	client, server, g, spliced := startSplice(t)
 
 	up := make([]byte, 3<<20+17)
 	down := make([]byte, 9<<20+5)
@@ -74,11 +83,7 @@ func TestGateSplice(t *testing.T) {
 
 // TestGateSpliceReset: a reset on one side ends both.
 func TestGateSpliceReset(t *testing.T) {
-	client, gateIn := tcpPair(t)
-	gateOut, server := tcpPair(t)
-	g := &gate{pipes: newPipePool(4)}
-	spliced := make(chan struct{})
-	go func() { g.splice(gateIn, gateOut); close(spliced) }()
+	client, server, _, spliced := startSplice(t)
 	client.Write([]byte("hello"))
 	buf := make([]byte, 5)
 	if _, err := io.ReadFull(server, buf); err != nil || string(buf) != "hello" {
