@@ -67,21 +67,7 @@ func TestCredentials(t *testing.T) {
 		return []string{"api.anthropic.test A 60 " + w.IP(250), "git.test A 60 " + w.IP(250)}
 	})
 	https := w.IP(250)
-	ca, err := testworld.NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM, err := ca.CertificatePEM("api.anthropic.test", "git.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	worldDir := t.TempDir()
-	os.Chmod(worldDir, 0o755)
-	for name, b := range map[string][]byte{"ca.pem": ca.PEM, "cert.pem": certPEM, "key.pem": keyPEM} {
-		if err := os.WriteFile(filepath.Join(worldDir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	worldDir := tlsDir(t, "api.anthropic.test", "git.test")
 	w.env = map[string]string{"SSL_CERT_FILE": testCAPath}
 	w.mounts = []string{"source=" + filepath.Join(worldDir, "ca.pem") + ",target=" + testCAPath + ",type=bind,readonly"}
 
@@ -341,6 +327,29 @@ git fetch -q origin`
 		}
 	}
 	t.Logf("%d outputs the agent got, none with the secrets' bytes; TestCredentials took %.1f s", len(outputs), time.Since(start).Seconds())
+}
+
+// tlsDir writes a new test CA (ca.pem) and a certificate for names signed
+// by it (cert.pem, key.pem) into a world-readable directory, for a worldd
+// container to serve TLS from and a dev container to trust.
+func tlsDir(t *testing.T, names ...string) string {
+	t.Helper()
+	ca, err := testworld.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.CertificatePEM(names...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	for name, b := range map[string][]byte{"ca.pem": ca.PEM, "cert.pem": certPEM, "key.pem": keyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 // claudeNPM reads the Claude Code pins of the feature's lock

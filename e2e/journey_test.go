@@ -17,7 +17,6 @@ import (
 	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/secrets"
 	"github.com/devbox-dev/devbox/internal/setuptoken"
-	"github.com/devbox-dev/devbox/internal/testworld"
 	"github.com/devbox-dev/devbox/internal/workspace"
 )
 
@@ -28,21 +27,7 @@ import (
 // server's log.
 func fakeAnthropic(t *testing.T, e env, w *world, key string) func() string {
 	t.Helper()
-	ca, err := testworld.NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM, err := ca.CertificatePEM("api.anthropic.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	for name, b := range map[string][]byte{"ca.pem": ca.PEM, "cert.pem": certPEM, "key.pem": keyPEM} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := tlsDir(t, "api.anthropic.test")
 	if w.env == nil {
 		w.env = map[string]string{}
 	}
