@@ -13,20 +13,35 @@ import (
 // tcpPair returns both ends of one loopback TCP connection.
 func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
 	t.Helper()
+	l := listenLoopback(t)
+	defer l.Close()
+	c, s := connect(t, l)
+	t.Cleanup(func() { c.Close(); s.Close() })
+	return c, s
+}
+
+// listenLoopback listens on a free TCP port of 127.0.0.1.
+func listenLoopback(tb testing.TB) *net.TCPListener {
+	tb.Helper()
 	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer l.Close()
+	return l
+}
+
+// connect dials l and returns the client's and the server's end; the
+// caller closes both.
+func connect(tb testing.TB, l *net.TCPListener) (*net.TCPConn, *net.TCPConn) {
+	tb.Helper()
 	c, err := net.DialTCP("tcp", nil, l.Addr().(*net.TCPAddr))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	s, err := l.AcceptTCP()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close(); s.Close() })
 	return c, s
 }
 
