@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/devbox-dev/devbox/internal/devcontainer"
-	"github.com/devbox-dev/devbox/internal/policy"
 )
 
 // devcontainerID is the Dev Containers CLI's ${devcontainerId} for a
@@ -44,12 +43,7 @@ func devcontainerID(repo string) string {
 func TestClaudeState(t *testing.T) {
 	start := time.Now()
 	e := setup(t)
-	lock, err := policy.ReadLock("../features/claude-code.lock.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	npm, _ := npmFromLock(t, lock)
-	t.Setenv("npm_config_registry", npm)
+	lock, _ := claudeNPM(t)
 	w := startWorld(t, e.d, e.base, e.worldd)
 	repo := repoWithPolicy(t, e, w, "", fmt.Sprintf(`{
   "image": {"base": %q, "user": {"name": "dev", "uid": 1000, "gid": 1000}, "tag": %q},

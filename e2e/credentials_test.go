@@ -54,15 +54,10 @@ func credentialsPolicy(e env, claude string) string {
 func TestCredentials(t *testing.T) {
 	start := time.Now()
 	e := setup(t)
-	lock, err := policy.ReadLock("../features/claude-code.lock.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// `devbox lock` (here and in the initializeCommand) reads the pins
 	// from a loopback registry; only the image build fetches the tarball,
 	// from the pinned npm URL, checked against the pinned sha512.
-	npm, npmHits := npmFromLock(t, lock)
-	t.Setenv("npm_config_registry", npm)
+	lock, npmHits := claudeNPM(t)
 	apiKey := "sk-ant-api03-" + randHex(16)
 	gitToken := "ghp_" + randHex(16)
 	secretBytes := []string{apiKey, gitToken, strings.TrimPrefix(apiKey, "sk-ant-api03-"), strings.TrimPrefix(gitToken, "ghp_")}
@@ -72,21 +67,7 @@ func TestCredentials(t *testing.T) {
 		return []string{"api.anthropic.test A 60 " + w.IP(250), "git.test A 60 " + w.IP(250)}
 	})
 	https := w.IP(250)
-	ca, err := testworld.NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM, err := ca.CertificatePEM("api.anthropic.test", "git.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	worldDir := t.TempDir()
-	os.Chmod(worldDir, 0o755)
-	for name, b := range map[string][]byte{"ca.pem": ca.PEM, "cert.pem": certPEM, "key.pem": keyPEM} {
-		if err := os.WriteFile(filepath.Join(worldDir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	worldDir := tlsDir(t, "api.anthropic.test", "git.test")
 	w.env = map[string]string{"SSL_CERT_FILE": testCAPath}
 	w.mounts = []string{"source=" + filepath.Join(worldDir, "ca.pem") + ",target=" + testCAPath + ",type=bind,readonly"}
 
@@ -346,6 +327,44 @@ git fetch -q origin`
 		}
 	}
 	t.Logf("%d outputs the agent got, none with the secrets' bytes; TestCredentials took %.1f s", len(outputs), time.Since(start).Seconds())
+}
+
+// tlsDir writes a new test CA (ca.pem) and a certificate for names signed
+// by it (cert.pem, key.pem) into a world-readable directory, for a worldd
+// container to serve TLS from and a dev container to trust.
+func tlsDir(t *testing.T, names ...string) string {
+	t.Helper()
+	ca, err := testworld.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.CertificatePEM(names...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	for name, b := range map[string][]byte{"ca.pem": ca.PEM, "cert.pem": certPEM, "key.pem": keyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// claudeNPM reads the Claude Code pins of the feature's lock
+// (features/claude-code.lock.json) and points npm at npmFromLock's registry
+// for them (npm_config_registry, for this test); it returns the lock and
+// the registry's request count.
+func claudeNPM(t *testing.T) (*policy.Lock, *atomic.Int32) {
+	t.Helper()
+	lock, err := policy.ReadLock("../features/claude-code.lock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	npm, hits := npmFromLock(t, lock)
+	t.Setenv("npm_config_registry", npm)
+	return lock, hits
 }
 
 // npmFromLock is an npm registry on loopback answering the version

@@ -204,13 +204,9 @@ func TestFeature(t *testing.T) {
 		}
 		// No --workspace: a plain devcontainer.json has no read-only
 		// mounts over .git/hooks and .devcontainer (see docs/feature.md).
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs("")...)...), 35, 2)
+		escapeAs(t, dexec, w, "", 35)
 		requireEmbeddedDNS(t, e.d, id)
-
-		e.d.Run(t, "restart", "-t", "2", id)
-		requireFenced(t, e.d, id, first.StartID)
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs("")...)...), 35, 2)
-		dnsFilterDown(t, e, w, id, dexec)
+		restartFenced(t, e, w, id, first.StartID, dexec, "", 35)
 	})
 
 	t.Run("bad options", func(t *testing.T) {

@@ -210,6 +210,17 @@ func mergeRunArgs(have any, add []string) []any {
 	return out
 }
 
+// upFenced brings repo's dev container up and requires its fence. It
+// returns the container id, the fence's status, a command runner as the
+// remote user (with DOCKER_HOST set) and the workspace folder in the
+// container.
+func upFenced(t testing.TB, e env, repo string) (id string, first entrypoint.Status, dexec func(args ...string) *exec.Cmd, ws string) {
+	t.Helper()
+	id = devcontainerUp(t, e, repo)
+	first = requireFenced(t, e.d, id, "")
+	return id, first, devcontainerExec(e, repo, "DOCKER_HOST="+e.d.Host), "/workspaces/" + filepath.Base(repo)
+}
+
 // devcontainerUp runs `devcontainer up` and returns the container id.
 func devcontainerUp(t testing.TB, e env, repo string) string {
 	t.Helper()
@@ -333,6 +344,26 @@ func escapeSuite(t testing.TB, cmd *exec.Cmd, minAttempts, wantAllowed int) stri
 		t.Fatalf("escape suite ran %d attempts and %d allowed checks, want ≥ %d and %d", attempts, allowed, minAttempts, wantAllowed)
 	}
 	return stdout.String()
+}
+
+// escapeAs runs the escape suite through dexec (as the container's user)
+// against world w, with the workspace ws ("" for none), and requires two
+// allowed checks (see escapeSuite).
+func escapeAs(t testing.TB, dexec func(args ...string) *exec.Cmd, w *world, ws string, minAttempts int) string {
+	t.Helper()
+	return escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), minAttempts, 2)
+}
+
+// restartFenced restarts container id and requires that the entrypoint
+// fenced the new start (a StartID other than notStartID), that the escape
+// suite still finds no escape, and that the fence stays shut with the DNS
+// filter killed.
+func restartFenced(t testing.TB, e env, w *world, id, notStartID string, dexec func(args ...string) *exec.Cmd, ws string, minAttempts int) {
+	t.Helper()
+	e.d.Run(t, "restart", "-t", "2", id)
+	requireFenced(t, e.d, id, notStartID)
+	escapeAs(t, dexec, w, ws, minAttempts)
+	dnsFilterDown(t, e, w, id, dexec)
 }
 
 // requireReadOnly checks the escape suite stopped the writes to the files
@@ -498,26 +529,19 @@ func TestFence(t *testing.T) {
 	var image string // pushed REPO@sha256:…, shared by the last two subtests
 	t.Run("devcontainer/build", func(t *testing.T) {
 		repo := sampleRepo(t, e, w, "")
-		id := devcontainerUp(t, e, repo)
-		first := requireFenced(t, e.d, id, "")
+		id, first, dexec, ws := upFenced(t, e, repo)
 		prepare(t, e, id)
-		dexec := devcontainerExec(e, repo, "DOCKER_HOST="+e.d.Host)
-		ws := "/workspaces/" + filepath.Base(repo)
 		if out, err := dexec("id", "-u").Output(); err != nil || strings.TrimSpace(string(out)) == "0" {
 			t.Fatalf("devcontainer exec runs as uid %q (%v), want the non-root remote user", out, err)
 		}
-		requireReadOnly(t, escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2))
+		requireReadOnly(t, escapeAs(t, dexec, w, ws, 40))
 		requireEmbeddedDNS(t, e.d, id)
 		if out, err := dexec("devbox", "doctor", "--workspace", ws).CombinedOutput(); err != nil {
 			t.Errorf("devbox doctor as the remote user: %v\n%s", err, out)
 		}
 
 		// Restart: the entrypoint runs again and fences again.
-		e.d.Run(t, "restart", "-t", "2", id)
-		requireFenced(t, e.d, id, first.StartID)
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2)
-
-		dnsFilterDown(t, e, w, id, dexec)
+		restartFenced(t, e, w, id, first.StartID, dexec, ws, 40)
 	})
 
 	t.Run("build and push", func(t *testing.T) { image = buildImage(t, e, w) })
@@ -527,16 +551,10 @@ func TestFence(t *testing.T) {
 			t.Fatal("no pushed image (build and push failed)")
 		}
 		repo := sampleRepo(t, e, w, image)
-		id := devcontainerUp(t, e, repo)
-		first := requireFenced(t, e.d, id, "")
+		id, first, dexec, ws := upFenced(t, e, repo)
 		prepare(t, e, id)
-		dexec := devcontainerExec(e, repo, "DOCKER_HOST="+e.d.Host)
-		ws := "/workspaces/" + filepath.Base(repo)
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2)
-		e.d.Run(t, "restart", "-t", "2", id)
-		requireFenced(t, e.d, id, first.StartID)
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2)
-		dnsFilterDown(t, e, w, id, dexec)
+		escapeAs(t, dexec, w, ws, 40)
+		restartFenced(t, e, w, id, first.StartID, dexec, ws, 40)
 	})
 
 	t.Run("docker run", func(t *testing.T) {
@@ -549,12 +567,9 @@ func TestFence(t *testing.T) {
 		dexec := func(args ...string) *exec.Cmd {
 			return e.d.Command(context.Background(), append([]string{"exec", "-u", "dev", id}, args...)...)
 		}
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs("")...)...), 35, 2)
+		escapeAs(t, dexec, w, "", 35)
 		requireEmbeddedDNS(t, e.d, id)
-		e.d.Run(t, "restart", "-t", "2", id)
-		requireFenced(t, e.d, id, first.StartID)
-		escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs("")...)...), 35, 2)
-		dnsFilterDown(t, e, w, id, dexec)
+		restartFenced(t, e, w, id, first.StartID, dexec, "", 35)
 	})
 
 	t.Run("docker run/plain", func(t *testing.T) {

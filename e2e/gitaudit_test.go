@@ -62,10 +62,7 @@ func TestGitPersistence(t *testing.T) {
 	run(t, repo, nil, e.devbox, "init") // as in sampleRepo
 	run(t, repo, nil, "chown", "-R", "1000:1000", ".")
 
-	id := devcontainerUp(t, e, repo)
-	requireFenced(t, e.d, id, "")
-	dexec := devcontainerExec(e, repo, "DOCKER_HOST="+e.d.Host)
-	ws := "/workspaces/" + filepath.Base(repo)
+	id, _, dexec, ws := upFenced(t, e, repo)
 	sh := func(script string) (string, error) {
 		out, err := dexec("sh", "-c", script).CombinedOutput()
 		return string(out), err

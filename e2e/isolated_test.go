@@ -85,10 +85,7 @@ func TestGitIsolated(t *testing.T) {
 	run(t, repo, nil, "chown", "-R", "1000:1000", ".")
 	before := hashTree(t, repo)
 
-	id := devcontainerUp(t, e, repo)
-	requireFenced(t, e.d, id, "")
-	dexec := devcontainerExec(e, repo, "DOCKER_HOST="+e.d.Host)
-	ws := "/workspaces/" + filepath.Base(repo)
+	_, _, dexec, ws := upFenced(t, e, repo)
 	sh := func(script string) (string, error) {
 		out, err := dexec("sh", "-c", script).CombinedOutput()
 		return string(out), err

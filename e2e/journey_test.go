@@ -15,10 +15,8 @@ import (
 	"github.com/containerd/console"
 
 	"github.com/devbox-dev/devbox/internal/layout"
-	"github.com/devbox-dev/devbox/internal/policy"
 	"github.com/devbox-dev/devbox/internal/secrets"
 	"github.com/devbox-dev/devbox/internal/setuptoken"
-	"github.com/devbox-dev/devbox/internal/testworld"
 	"github.com/devbox-dev/devbox/internal/workspace"
 )
 
@@ -29,21 +27,7 @@ import (
 // server's log.
 func fakeAnthropic(t *testing.T, e env, w *world, key string) func() string {
 	t.Helper()
-	ca, err := testworld.NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM, err := ca.CertificatePEM("api.anthropic.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	for name, b := range map[string][]byte{"ca.pem": ca.PEM, "cert.pem": certPEM, "key.pem": keyPEM} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := tlsDir(t, "api.anthropic.test")
 	if w.env == nil {
 		w.env = map[string]string{}
 	}
@@ -79,12 +63,7 @@ func TestJourney(t *testing.T) {
 	// The user's devbox is the one from the release archive (issue 21:
 	// installing needs no Go toolchain), not the tests' own build.
 	e.devbox, _ = releaseBinary(t)
-	lock, err := policy.ReadLock("../features/claude-code.lock.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	npm, _ := npmFromLock(t, lock)
-	t.Setenv("npm_config_registry", npm)
+	lock, _ := claudeNPM(t)
 	apiKey := "sk-ant-api03-" + randHex(16)
 	oauth := setuptoken.TokenPrefix + "01-" + randHex(40)
 	secretBytes := []string{apiKey, strings.TrimPrefix(apiKey, "sk-ant-api03-"), oauth, strings.TrimPrefix(oauth, setuptoken.TokenPrefix+"01-")}

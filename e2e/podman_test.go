@@ -92,6 +92,26 @@ func podmanModes(t testing.TB) []podmanMode {
 	}
 }
 
+// podmanShared makes a world-readable directory (removed after the test)
+// and copies each binary into it, pointing *bin at the copy: the rootless
+// user runs the binaries and reads the repository from a directory of
+// their own that it can read.
+func podmanShared(t testing.TB, prefix string, bins ...*string) string {
+	t.Helper()
+	shared, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shared) })
+	os.Chmod(shared, 0o755)
+	for _, b := range bins {
+		dst := filepath.Join(shared, filepath.Base(*b))
+		run(t, "", nil, "cp", *b, dst)
+		*b = dst
+	}
+	return shared
+}
+
 // TestPodman: `devcontainer up --docker-path podman` with Debian's podman,
 // rootful (as root) and rootless (as an unprivileged user), one dev
 // container each from the image `devbox build` pushed. The world is two
@@ -104,19 +124,7 @@ func podmanModes(t testing.TB) []podmanMode {
 func TestPodman(t *testing.T) {
 	e := setup(t)
 	modes := podmanModes(t)
-	// The rootless user runs the binaries and reads the repository: a
-	// directory of their own that it can read.
-	shared, err := os.MkdirTemp("", "devbox-podman-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(shared) })
-	os.Chmod(shared, 0o755)
-	for _, b := range []*string{&e.escape, &e.worldd} {
-		dst := filepath.Join(shared, filepath.Base(*b))
-		run(t, "", nil, "cp", *b, dst)
-		*b = dst
-	}
+	shared := podmanShared(t, "devbox-podman-e2e-", &e.escape, &e.worldd)
 	// The sample policy's image: TestFence's when it ran in this binary.
 	image := sampleImage
 	if image == "" {

@@ -186,10 +186,7 @@ func TestToolchainBases(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			standIn := devboxtest.Env(t, tc.standInEnv)
 			repo := toolchainRepo(t, e, w, tc.files, tc.marker, tc.detected, standIn)
-			id := devcontainerUp(t, e, repo)
-			requireFenced(t, e.d, id, "")
-			dexec := devcontainerExec(e, repo, "DOCKER_HOST="+e.d.Host)
-			ws := "/workspaces/" + filepath.Base(repo)
+			id, _, dexec, ws := upFenced(t, e, repo)
 			script := "set -e; cd " + ws + " && id -un && " +
 				"git add -A && git -c user.name=agent -c user.email=agent@x.test commit -qm 'from the container' && git log -1 --format=%s && " +
 				tc.script + " && claude --version"
@@ -204,7 +201,7 @@ func TestToolchainBases(t *testing.T) {
 				}
 			}
 			prepare(t, e, id)
-			escapeSuite(t, dexec(append([]string{"devbox-escape"}, w.escapeArgs(ws)...)...), 40, 2)
+			escapeAs(t, dexec, w, ws, 40)
 		})
 	}
 }

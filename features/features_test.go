@@ -1,7 +1,6 @@
 package features
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -102,23 +101,14 @@ func TestTarLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := tar.NewReader(bytes.NewReader(b))
 	var names []string
 	contents := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
+	for _, e := range tarEntries(t, b) {
+		if e.UID != 0 || e.GID != 0 {
+			t.Errorf("%s owned by %d:%d", e.Name, e.UID, e.GID)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Uid != 0 || h.Gid != 0 {
-			t.Errorf("%s owned by %d:%d", h.Name, h.Uid, h.Gid)
-		}
-		names = append(names, h.Name)
-		d, _ := io.ReadAll(tr)
-		contents[h.Name] = string(d)
+		names = append(names, e.Name)
+		contents[e.Name] = e.Data
 	}
 	// Byte order within each directory, as the CLI writes it.
 	want := []string{"./", "./devcontainer-feature.json", "./install.sh", "./payload/", "./payload/SHA256SUMS", "./payload/devbox-linux-amd64", "./payload/devbox-linux-arm64"}

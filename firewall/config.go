@@ -2,6 +2,7 @@ package firewall
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -116,36 +117,16 @@ type Config struct {
 
 // WithDefaults returns c with every zero optional field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.DNSPort == 0 {
-		c.DNSPort = DefaultDNSPort
-	}
-	if c.Mark == 0 {
-		c.Mark = DefaultMark
-	}
-	if c.GatePort == 0 {
-		c.GatePort = DefaultGatePort
-	}
-	if c.LogGroup == 0 {
-		c.LogGroup = DefaultLogGroup
-	}
-	if c.MinTTL == 0 {
-		c.MinTTL = DefaultMinTTL
-	}
-	if c.MaxTTL == 0 {
-		c.MaxTTL = DefaultMaxTTL
-	}
-	if c.LogMaxBytes == 0 {
-		c.LogMaxBytes = DefaultLogMaxBytes
-	}
-	if c.StateDir == "" {
-		c.StateDir = DefaultStateDir
-	}
-	if c.ResolvConf == "" {
-		c.ResolvConf = DefaultResolvConf
-	}
-	if c.ProtectUID == 0 {
-		c.ProtectUID = layout.GatewayUID
-	}
+	c.DNSPort = cmp.Or(c.DNSPort, DefaultDNSPort)
+	c.Mark = cmp.Or(c.Mark, DefaultMark)
+	c.GatePort = cmp.Or(c.GatePort, DefaultGatePort)
+	c.LogGroup = cmp.Or(c.LogGroup, DefaultLogGroup)
+	c.MinTTL = cmp.Or(c.MinTTL, DefaultMinTTL)
+	c.MaxTTL = cmp.Or(c.MaxTTL, DefaultMaxTTL)
+	c.LogMaxBytes = cmp.Or(c.LogMaxBytes, DefaultLogMaxBytes)
+	c.StateDir = cmp.Or(c.StateDir, DefaultStateDir)
+	c.ResolvConf = cmp.Or(c.ResolvConf, DefaultResolvConf)
+	c.ProtectUID = cmp.Or(c.ProtectUID, layout.GatewayUID)
 	return c
 }
 

@@ -218,25 +218,33 @@ func handOver(path string, opts DaemonOptions) error {
 // number can then name anything of the new start — a thread of the
 // entrypoint itself, which StopDNS would kill. A pid alone cannot tell; the
 // pair (pid, start time in clock ticks since boot) names one process.
-func DaemonPID(cfg Config) (int, bool) {
-	cfg = cfg.WithDefaults()
-	return daemonpid.Read(filepath.Join(cfg.StateDir, daemonPIDFile), "/proc")
-}
+func DaemonPID(cfg Config) (int, bool) { return pidOf(cfg, daemonPIDFile) }
 
 // CheckDNS proves the DNS filter recorded in the pidfile runs, as its uid,
 // and is the only holder of its sockets (daemonpid.Check): a port someone
 // else took is an error that names it and its holder.
-func CheckDNS(cfg Config) error {
+func CheckDNS(cfg Config) error { return checkDaemon(cfg, daemonPIDFile, "DNS filter") }
+
+// StopDNS stops the daemon named by the pidfile, if it runs.
+func StopDNS(cfg Config) error { return stopDaemon(cfg, daemonPIDFile, "DNS filter") }
+
+// pidOf, checkDaemon and stopDaemon are DaemonPID, CheckDNS and StopDNS for
+// the daemon whose pidfile is pidFile under cfg.StateDir.
+func pidOf(cfg Config, pidFile string) (int, bool) {
 	cfg = cfg.WithDefaults()
-	_, err := daemonpid.Check(filepath.Join(cfg.StateDir, daemonPIDFile), "DNS filter")
+	return daemonpid.Read(filepath.Join(cfg.StateDir, pidFile), "/proc")
+}
+
+func checkDaemon(cfg Config, pidFile, name string) error {
+	cfg = cfg.WithDefaults()
+	_, err := daemonpid.Check(filepath.Join(cfg.StateDir, pidFile), name)
 	return err
 }
 
-// StopDNS stops the daemon named by the pidfile, if it runs.
-func StopDNS(cfg Config) error {
+func stopDaemon(cfg Config, pidFile, name string) error {
 	cfg = cfg.WithDefaults()
-	if err := daemonpid.Stop(filepath.Join(cfg.StateDir, daemonPIDFile)); err != nil {
-		return fmt.Errorf("firewall: stop DNS filter: %w", err)
+	if err := daemonpid.Stop(filepath.Join(cfg.StateDir, pidFile)); err != nil {
+		return fmt.Errorf("firewall: stop %s: %w", name, err)
 	}
 	return nil
 }

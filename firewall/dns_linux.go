@@ -645,18 +645,7 @@ func RunDNS(ctx context.Context, cfg Config) error {
 		}
 		defer bl.Close()
 		go func() { errc <- f.serveBindings(bl) }()
-		go func() {
-			t := time.NewTicker(time.Minute)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case now := <-t.C:
-					f.bound.sweep(now)
-				}
-			}
-		}()
+		go sweepEveryMinute(ctx, f.bound.sweep)
 	}
 	if cfg.Log {
 		nl, err := openNFLOG(cfg.LogGroup)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -161,20 +160,11 @@ func (f *fence) probe(args ...string) (string, bool) {
 
 func (f *fence) probeAs(uid int, args ...string) (string, bool) {
 	f.t.Helper()
-	argv := append([]string{f.bin}, args...)
+	var wrap []string
 	if uid >= 0 {
-		argv = append([]string{"setpriv", "--reuid", itoa(uid), "--regid", itoa(uid), "--clear-groups", "--inh-caps=-all", "--"}, argv...)
+		wrap = []string{"setpriv", "--reuid", itoa(uid), "--regid", itoa(uid), "--clear-groups", "--inh-caps=-all", "--"}
 	}
-	cmd := f.w.Command(context.Background(), argv...)
-	cmd.Env = []string{helperEnv + "=probe", "PATH=" + os.Getenv("PATH")}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 3 {
-			return strings.TrimSpace(string(out)), false
-		}
-		f.t.Fatalf("probe %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out)), true
+	return f.probeWrapped(wrap, args...)
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
@@ -702,14 +692,7 @@ func TestFence_FaultBadRuleLeavesDenyAll(t *testing.T) {
 
 func TestFence_FaultDaemonKilled(t *testing.T) {
 	f := newFence(t, Config{Allow: []Destination{allowName("api.test"), allowName("cdn.test")}})
-	pid, alive := DaemonPID(f.cfg)
-	if !alive {
-		t.Fatal("daemon not running after apply")
-	}
-	if err := exec.Command("kill", "-9", strconv.Itoa(pid)).Run(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the daemon to die", func() bool { _, alive := DaemonPID(f.cfg); return !alive })
+	killAndWait(t, "the daemon", f.cfg, DaemonPID)
 	before := len(f.w.DNS.Queries())
 	if rc, ans := f.lookup("api.test", "A"); rc != "ERROR" {
 		t.Errorf("api.test with the daemon dead: %s %v", rc, ans)

@@ -95,23 +95,14 @@ func RunGate(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	go func() {
-		t := time.NewTicker(time.Minute)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-t.C:
-				g.recent.Range(func(k, v any) bool {
-					if !now.Before(v.(recentNames).until) {
-						g.recent.Delete(k)
-					}
-					return true
-				})
+	go sweepEveryMinute(ctx, func(now time.Time) {
+		g.recent.Range(func(k, v any) bool {
+			if !now.Before(v.(recentNames).until) {
+				g.recent.Delete(k)
 			}
-		}
-	}()
+			return true
+		})
+	})
 	errc := make(chan error, len(ls))
 	for _, l := range ls {
 		defer l.Close()
@@ -131,6 +122,21 @@ func RunGate(ctx context.Context, cfg Config) error {
 		return nil
 	case err := <-errc:
 		return fmt.Errorf("firewall gate: %w", err)
+	}
+}
+
+// sweepEveryMinute calls sweep with the time once a minute until ctx is
+// done: how the gate's recent names and the DNS filter's bindings expire.
+func sweepEveryMinute(ctx context.Context, sweep func(now time.Time)) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			sweep(now)
+		}
 	}
 }
 

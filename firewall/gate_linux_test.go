@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -210,14 +209,7 @@ func TestGate(t *testing.T) {
 		}
 	})
 	t.Run("gate killed: names refused, static entries pass", func(t *testing.T) {
-		pid, alive := GatePID(g.cfg)
-		if !alive {
-			t.Fatal("gate not running")
-		}
-		if err := exec.Command("kill", "-9", strconv.Itoa(pid)).Run(); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, "the gate to die", func() bool { _, alive := GatePID(g.cfg); return !alive })
+		killAndWait(t, "the gate", g.cfg, GatePID)
 		before := len(g.web.Conns())
 		out, ok := g.probeAs(1000, "tls", good, "good.test", g.caFile)
 		if ok || !strings.Contains(out, "connection refused") {

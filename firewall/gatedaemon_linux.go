@@ -98,26 +98,13 @@ func gateListeners() ([]*net.TCPListener, error) {
 
 // GatePID returns the pid in the gate's pidfile and whether that process is
 // the gate StartGate started (see DaemonPID for why the start time).
-func GatePID(cfg Config) (int, bool) {
-	cfg = cfg.WithDefaults()
-	return daemonpid.Read(filepath.Join(cfg.StateDir, gatePIDFile), "/proc")
-}
+func GatePID(cfg Config) (int, bool) { return pidOf(cfg, gatePIDFile) }
 
 // CheckGate is CheckDNS for the name gate.
-func CheckGate(cfg Config) error {
-	cfg = cfg.WithDefaults()
-	_, err := daemonpid.Check(filepath.Join(cfg.StateDir, gatePIDFile), "name gate")
-	return err
-}
+func CheckGate(cfg Config) error { return checkDaemon(cfg, gatePIDFile, "name gate") }
 
 // StopGate stops the gate named by the pidfile, if it runs.
-func StopGate(cfg Config) error {
-	cfg = cfg.WithDefaults()
-	if err := daemonpid.Stop(filepath.Join(cfg.StateDir, gatePIDFile)); err != nil {
-		return fmt.Errorf("firewall: stop name gate: %w", err)
-	}
-	return nil
-}
+func StopGate(cfg Config) error { return stopDaemon(cfg, gatePIDFile, "name gate") }
 
 // readGateStatus fills the gate's part of Status.
 func readGateStatus(ctx context.Context, cfg Config) GateStatus {

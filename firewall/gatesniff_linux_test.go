@@ -30,21 +30,11 @@ func helloBytes(tb testing.TB, name string) []byte {
 }
 
 func benchmarkSniff(b *testing.B, first []byte, wantKind, wantName string) {
-	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	l := listenLoopback(b)
 	defer l.Close()
 	b.ReportAllocs()
 	for b.Loop() {
-		c, err := net.DialTCP("tcp", nil, l.Addr().(*net.TCPAddr))
-		if err != nil {
-			b.Fatal(err)
-		}
-		s, err := l.AcceptTCP()
-		if err != nil {
-			b.Fatal(err)
-		}
+		c, s := connect(b, l)
 		c.Write(first)
 		sc := newSniffConn(s)
 		f := sniff(sc)

@@ -13,21 +13,49 @@ import (
 // tcpPair returns both ends of one loopback TCP connection.
 func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
 	t.Helper()
+	l := listenLoopback(t)
+	defer l.Close()
+	c, s := connect(t, l)
+	t.Cleanup(func() { c.Close(); s.Close() })
+	return c, s
+}
+
+// listenLoopback listens on a free TCP port of 127.0.0.1.
+func listenLoopback(tb testing.TB) *net.TCPListener {
+	tb.Helper()
 	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer l.Close()
+	return l
+}
+
+// connect dials l and returns the client's and the server's end; the
+// caller closes both.
+func connect(tb testing.TB, l *net.TCPListener) (*net.TCPConn, *net.TCPConn) {
+	tb.Helper()
 	c, err := net.DialTCP("tcp", nil, l.Addr().(*net.TCPAddr))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	s, err := l.AcceptTCP()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close(); s.Close() })
 	return c, s
+}
+
+// startSplice runs a gate's splice between two loopback connections. It
+// returns the client's end, the server's end, the gate and a channel
+// closed when the splice returns.
+func startSplice(t *testing.T) (client, server *net.TCPConn, g *gate, spliced chan struct{}) {
+	t.Helper()
+	client, gateIn := tcpPair(t)
+	gateOut, server := tcpPair(t)
+	g = &gate{pipes: newPipePool(4)}
+	spliced = make(chan struct{})
+	go func() { g.splice(gateIn, gateOut); close(spliced) }()
+	return client, server, g, spliced
 }
 
 // TestGateSplice runs the gate's data path between a client and a server
@@ -35,11 +63,7 @@ func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
 // half-close reaches the server while the answer still flows, and the
 // pipes go back to the pool empty.
 func TestGateSplice(t *testing.T) {
-	client, gateIn := tcpPair(t)
-	gateOut, server := tcpPair(t)
-	g := &gate{pipes: newPipePool(4)}
-	spliced := make(chan struct{})
-	go func() { g.splice(gateIn, gateOut); close(spliced) }()
+	client, server, g, spliced := startSplice(t)
 
 	up := make([]byte, 3<<20+17)
 	down := make([]byte, 9<<20+5)
@@ -74,11 +98,7 @@ func TestGateSplice(t *testing.T) {
 
 // TestGateSpliceReset: a reset on one side ends both.
 func TestGateSpliceReset(t *testing.T) {
-	client, gateIn := tcpPair(t)
-	gateOut, server := tcpPair(t)
-	g := &gate{pipes: newPipePool(4)}
-	spliced := make(chan struct{})
-	go func() { g.splice(gateIn, gateOut); close(spliced) }()
+	client, server, _, spliced := startSplice(t)
 	client.Write([]byte("hello"))
 	buf := make([]byte, 5)
 	if _, err := io.ReadFull(server, buf); err != nil || string(buf) != "hello" {

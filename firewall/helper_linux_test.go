@@ -31,11 +31,11 @@ func TestMain(m *testing.M) {
 	case "":
 		os.Exit(m.Run())
 	case "dns":
-		os.Exit(helperDNS())
+		os.Exit(helperDaemon(runDNSProfiled))
 	case "dnsleak":
 		os.Exit(helperDNSLeak())
 	case "gate":
-		os.Exit(helperGate())
+		os.Exit(helperDaemon(RunGate))
 	case "apply":
 		os.Exit(helperApply())
 	case "probe":
@@ -59,7 +59,9 @@ func argAfter(flag string) string {
 	return ""
 }
 
-func helperDNS() int {
+// helperDaemon runs one of the firewall's daemons (RunDNS, RunGate) with
+// the config named by --config until SIGTERM or an interrupt.
+func helperDaemon(run func(context.Context, Config) error) int {
 	cfg, err := LoadConfig(argAfter("--config"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -67,37 +69,41 @@ func helperDNS() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	// For profiling the filter by hand (docs/firewall.md, "Profiling").
-	if p := os.Getenv("DEVBOX_FW_CPUPROFILE"); p != "" {
-		pf, err := os.Create(p)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		pprof.StartCPUProfile(pf)
-		defer pf.Close()
-		defer pprof.StopCPUProfile()
-	}
-	if err := RunDNS(ctx, cfg); err != nil {
+	if err := run(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return 0
 }
 
-func helperGate() int {
-	cfg, err := LoadConfig(argAfter("--config"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+// runDNSProfiled is RunDNS, with a CPU profile written to
+// $DEVBOX_FW_CPUPROFILE if set: for profiling the filter by hand
+// (docs/firewall.md, "Profiling").
+func runDNSProfiled(ctx context.Context, cfg Config) error {
+	if p := os.Getenv("DEVBOX_FW_CPUPROFILE"); p != "" {
+		pf, err := os.Create(p)
+		if err != nil {
+			return err
+		}
+		pprof.StartCPUProfile(pf)
+		defer pf.Close()
+		defer pprof.StopCPUProfile()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := RunGate(ctx, cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	return RunDNS(ctx, cfg)
+}
+
+// killAndWait kills the process pidOf finds for cfg with SIGKILL and waits
+// until pidOf no longer finds it alive.
+func killAndWait(t *testing.T, what string, cfg Config, pidOf func(Config) (int, bool)) {
+	t.Helper()
+	pid, alive := pidOf(cfg)
+	if !alive {
+		t.Fatalf("%s not running", what)
 	}
-	return 0
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, what+" to die", func() bool { _, alive := pidOf(cfg); return !alive })
 }
 
 type applyOut struct {

@@ -452,22 +452,18 @@ func parseRule(line string) (compiledRule, error) {
 		case "--ctstate":
 			r.established = true
 		case "--dport":
-			n, err := strconv.ParseUint(val, 10, 16)
-			if err != nil {
+			if r.dport, err = parsePort(val); err != nil {
 				return r, err
 			}
-			r.dport = uint16(n)
 		case "--dst-type":
 			if val != "LOCAL" || !neg {
 				return r, fmt.Errorf("addrtype %q", val)
 			}
 			r.notLocal = true
 		case "--to-ports":
-			n, err := strconv.ParseUint(val, 10, 16)
-			if err != nil {
+			if r.toPort, err = parsePort(val); err != nil {
 				return r, err
 			}
-			r.toPort = uint16(n)
 		case "-m":
 			switch val {
 			case "set", "owner", "mark", "conntrack", "tcp", "udp", "icmp6", "addrtype", "limit":
@@ -484,4 +480,10 @@ func parseRule(line string) (compiledRule, error) {
 		return r, fmt.Errorf("no chain or target")
 	}
 	return r, nil
+}
+
+// parsePort reads a port number of an iptables rule.
+func parsePort(val string) (uint16, error) {
+	n, err := strconv.ParseUint(val, 10, 16)
+	return uint16(n), err
 }

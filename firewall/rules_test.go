@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -96,22 +97,10 @@ func TestMatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		v := cfg.Match(tt.name)
-		if v.Allowed != tt.allowed || v.Reason != tt.reason || v.AnyPort != tt.anyPort || !equalPorts(v.Ports, tt.ports) || !equalPorts(v.DenyPorts, tt.denyPorts) {
+		if v.Allowed != tt.allowed || v.Reason != tt.reason || v.AnyPort != tt.anyPort || !slices.Equal(v.Ports, tt.ports) || !slices.Equal(v.DenyPorts, tt.denyPorts) {
 			t.Errorf("Match(%q) = %+v, want allowed=%v reason=%q anyPort=%v ports=%v denyPorts=%v", tt.name, v, tt.allowed, tt.reason, tt.anyPort, tt.ports, tt.denyPorts)
 		}
 	}
-}
-
-func equalPorts(a, b []uint16) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestAddressVerdict(t *testing.T) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -41,12 +40,9 @@ After reviewing, --accept records the current state. See docs/git.md.`,
 		&cli.StringFlag{Name: "state-dir", Usage: "where accepted states are kept `DIR` (default: $XDG_STATE_HOME/devbox/audit)"},
 	},
 	Action: func(c *cli.Context) error {
-		if c.NArg() > 1 {
-			return errors.New("audit: at most one DIR argument")
-		}
-		root := "."
-		if c.NArg() == 1 {
-			root = c.Args().First()
+		root, err := dirArg(c, "audit")
+		if err != nil {
+			return err
 		}
 		r, d, path, err := gitaudit.Audit(root, c.String("state-dir"))
 		if err != nil {

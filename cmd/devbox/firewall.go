@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,17 +75,23 @@ var firewallApplyCommand = &cli.Command{
 	},
 }
 
-var firewallDNSCommand = &cli.Command{
-	Name:  "dns",
-	Usage: "run the DNS filter in the foreground (apply starts it detached, on sockets root made: it never binds its own)",
-	Flags: firewallConfigFlags,
-	Action: func(c *cli.Context) error {
+// withFirewallConfig is the action that runs daemon (RunDNS, RunGate) in
+// the foreground with the config the flags name.
+func withFirewallConfig(daemon func(context.Context, firewall.Config) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
 		cfg, err := loadFirewallConfig(c)
 		if err != nil {
 			return err
 		}
-		return firewall.RunDNS(c.Context, cfg)
-	},
+		return daemon(c.Context, cfg)
+	}
+}
+
+var firewallDNSCommand = &cli.Command{
+	Name:   "dns",
+	Usage:  "run the DNS filter in the foreground (apply starts it detached, on sockets root made: it never binds its own)",
+	Flags:  firewallConfigFlags,
+	Action: withFirewallConfig(firewall.RunDNS),
 }
 
 var firewallGateCommand = &cli.Command{
@@ -94,14 +101,8 @@ var firewallGateCommand = &cli.Command{
 resolved to, reads its TLS SNI or HTTP Host, and splices it to its
 destination only when that name is allowed on that port and resolved to that
 address; otherwise it refuses it and logs why. See docs/firewall.md.`,
-	Flags: firewallConfigFlags,
-	Action: func(c *cli.Context) error {
-		cfg, err := loadFirewallConfig(c)
-		if err != nil {
-			return err
-		}
-		return firewall.RunGate(c.Context, cfg)
-	},
+	Flags:  firewallConfigFlags,
+	Action: withFirewallConfig(firewall.RunGate),
 }
 
 var firewallVerifyCommand = &cli.Command{

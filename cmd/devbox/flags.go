@@ -42,6 +42,18 @@ func loadPolicyFlag(c *cli.Context) (*policy.Policy, error) {
 	return policy.Load(path)
 }
 
+// dirArg is cmd's one optional DIR argument, "." when there is none; cmd
+// ("audit") begins the error.
+func dirArg(c *cli.Context, cmd string) (string, error) {
+	switch c.NArg() {
+	case 0:
+		return ".", nil
+	case 1:
+		return c.Args().First(), nil
+	}
+	return "", fmt.Errorf("%s: at most one DIR argument", cmd)
+}
+
 // platformsFlag returns the --platform values (comma-separated or
 // repeated), or def when none were given.
 func platformsFlag(c *cli.Context, def []string) []string {

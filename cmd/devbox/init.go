@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -69,19 +68,17 @@ By default the image is built from the repository: init writes
 		},
 	},
 	Action: func(c *cli.Context) error {
-		if c.NArg() > 1 {
-			return errors.New("init: at most one DIR argument")
+		root, err := dirArg(c, "init")
+		if err != nil {
+			return err
 		}
 		opts := devcontainer.InitOptions{
-			Root:     ".",
+			Root:     root,
 			Image:    c.String("image"),
 			Force:    c.Bool("force"),
 			Binary:   c.String("binary"),
 			Isolated: c.Bool("isolated"),
 			Engine:   c.String("engine"),
-		}
-		if c.NArg() == 1 {
-			opts.Root = c.Args().First()
 		}
 		if fi, err := os.Stat(opts.Root); err != nil || !fi.IsDir() {
 			return fmt.Errorf("init: %s is not a directory", opts.Root)

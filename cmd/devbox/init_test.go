@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/devbox-dev/devbox/internal/devboxtest"
 	"github.com/devbox-dev/devbox/internal/devcontainer"
 	"github.com/devbox-dev/devbox/internal/layout"
 	"github.com/devbox-dev/devbox/internal/policy"
@@ -79,5 +80,80 @@ func TestInitCommandBuildMode(t *testing.T) {
 	}
 	if n := strings.Count(out.String(), "\n"); n != 6 {
 		t.Errorf("second run printed %d lines, want 6:\n%s", n, out.String())
+	}
+}
+
+// TestInitLock: `devbox init --lock` takes a repository to a complete build
+// mode in one run — policy, lock, Dockerfile — and a policy edit that moves
+// a lock input (the base) is relocked by the next `init --lock` instead of
+// failing as stale. The base lives in an in-memory registry on loopback;
+// Claude Code is left out so nothing asks the npm registry.
+func TestInitLock(t *testing.T) {
+	reg := devboxtest.NewRegistry(t)
+	digest1 := devboxtest.PushRandom(t, reg+"/base:one")
+	digest2 := devboxtest.PushRandom(t, reg+"/base:two")
+
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, ".devcontainer"), 0o755)
+	pol := `{
+  "image": { "base": "` + reg + `/base:one" },
+  "agent": { "claudeCode": "none" },
+  "network": { "presets": ["anthropic"] },
+}
+`
+	polPath := filepath.Join(root, devcontainer.PolicyFile)
+	if err := os.WriteFile(polPath, []byte(pol), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plat := "linux/" + runtime.GOARCH
+	initLock := func() string {
+		t.Helper()
+		var out bytes.Buffer
+		app := newApp()
+		app.Writer = &out
+		if err := app.Run([]string{"devbox", "init", "--lock", "--binary", os.Args[0], "--platform", plat, root}); err != nil {
+			t.Fatalf("init --lock: %v\n%s", err, out.String())
+		}
+		return out.String()
+	}
+
+	out := initLock()
+	if strings.Contains(out, "pending") {
+		t.Errorf("init --lock left a file pending:\n%s", out)
+	}
+	l, err := policy.ReadLock(filepath.Join(root, devcontainer.LockFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Base.Digest != digest1 {
+		t.Errorf("lock pins base %s, want %s", l.Base.Digest, digest1)
+	}
+	df, err := os.ReadFile(filepath.Join(root, devcontainer.DockerfileFile))
+	if err != nil {
+		t.Fatalf("no Dockerfile after one init --lock: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(df), "@"+digest1) {
+		t.Errorf("the Dockerfile does not build FROM the locked base %s:\n%s", digest1, df)
+	}
+
+	// Move the base: the lock is now stale; init --lock relocks it.
+	os.WriteFile(polPath, []byte(strings.Replace(pol, "base:one", "base:two", 1)), 0o644)
+	out = initLock()
+	df, _ = os.ReadFile(filepath.Join(root, devcontainer.DockerfileFile))
+	if !strings.Contains(string(df), "@"+digest2) {
+		t.Errorf("after moving the base, the Dockerfile does not use %s:\n%s\n%s", digest2, out, df)
+	}
+
+	// Without --lock, init never touches the network: a new repository
+	// gets its Dockerfile pending, with the command to run.
+	fresh := t.TempDir()
+	var buf bytes.Buffer
+	app := newApp()
+	app.Writer = &buf
+	if err := app.Run([]string{"devbox", "init", "--binary", os.Args[0], "--platform", plat, fresh}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "pending") || !strings.Contains(buf.String(), "devbox lock") {
+		t.Errorf("init without --lock and without a lock should leave the Dockerfile pending:\n%s", buf.String())
 	}
 }

@@ -31,6 +31,22 @@ func findPolicy() (string, error) {
 	return p, nil
 }
 
+// policyFileArg is cmd's one optional FILE argument, else the repository's
+// policy (findPolicy); cmd ("policy explain") begins its errors.
+func policyFileArg(c *cli.Context, cmd string) (string, error) {
+	if c.NArg() > 1 {
+		return "", fmt.Errorf("%s: at most one FILE", cmd)
+	}
+	if file := c.Args().First(); file != "" {
+		return file, nil
+	}
+	file, err := findPolicy()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", cmd, err)
+	}
+	return file, nil
+}
+
 var policyValidateCommand = &cli.Command{
 	Name:      "validate",
 	Usage:     "check policy files; print every problem as FILE:LINE:COL",
@@ -106,16 +122,9 @@ and every widening (with one, the entrypoint refuses to fence).`,
 		baselineFlag, noImageBaselineFlag,
 	},
 	Action: func(c *cli.Context) error {
-		if c.NArg() > 1 {
-			return errors.New("policy explain: at most one FILE")
-		}
-		file := c.Args().First()
-		if file == "" {
-			f, err := findPolicy()
-			if err != nil {
-				return fmt.Errorf("policy explain: %w", err)
-			}
-			file = f
+		file, err := policyFileArg(c, "policy explain")
+		if err != nil {
+			return err
 		}
 		base, baseName, err := findBaseline(c)
 		if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -29,12 +28,9 @@ and merge refs/remotes/devbox/BRANCH yourself.`,
 		&cli.StringFlag{Name: "remote", Value: "devbox", Usage: "branches land in refs/remotes/`NAME`/"},
 	},
 	Action: func(c *cli.Context) error {
-		if c.NArg() > 1 {
-			return errors.New("pull: at most one DIR argument")
-		}
-		root := "."
-		if c.NArg() == 1 {
-			root = c.Args().First()
+		root, err := dirArg(c, "pull")
+		if err != nil {
+			return err
 		}
 		p, err := policy.Load(filepath.Join(root, devcontainer.PolicyFile))
 		if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
@@ -41,16 +40,9 @@ checks that the result validates (and stays within the baseline).`,
 		baselineFlag, noImageBaselineFlag,
 	},
 	Action: func(c *cli.Context) error {
-		if c.NArg() > 1 {
-			return errors.New("policy review: at most one FILE")
-		}
-		file := c.Args().First()
-		if file == "" {
-			f, err := findPolicy()
-			if err != nil {
-				return fmt.Errorf("policy review: %w", err)
-			}
-			file = f
+		file, err := policyFileArg(c, "policy review")
+		if err != nil {
+			return err
 		}
 		src, err := os.ReadFile(file)
 		if err != nil {

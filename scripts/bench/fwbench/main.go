@@ -24,23 +24,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: fwbench dns|conn|serve|setup|throughput|idle [flags]")
 		os.Exit(2)
 	}
-	switch os.Args[1] {
-	case "dns":
-		benchDNS(os.Args[2:])
-	case "conn":
-		benchConn(os.Args[2:])
-	case "serve":
-		serveGate(os.Args[2:])
-	case "setup":
-		benchSetup(os.Args[2:])
-	case "throughput":
-		benchThroughput(os.Args[2:])
-	case "idle":
-		holdIdle(os.Args[2:])
-	default:
+	mode, ok := map[string]func(args []string){
+		"dns":        benchDNS,
+		"conn":       benchConn,
+		"serve":      serveGate,
+		"setup":      benchSetup,
+		"throughput": benchThroughput,
+		"idle":       holdIdle,
+	}[os.Args[1]]
+	if !ok {
 		fmt.Fprintln(os.Stderr, "fwbench: unknown mode", os.Args[1])
 		os.Exit(2)
 	}
+	mode(os.Args[2:])
 }
 
 func pct(d []time.Duration, p float64) time.Duration {
