@@ -352,7 +352,7 @@ func truncateUDP(m, q *dns.Msg) {
 func (f *filter) refuse(r *dns.Msg, reason string) *dns.Msg {
 	f.refused.Add(1)
 	q := r.Question[0]
-	f.log.write(Event{Time: time.Now().UTC(), Proto: "dns", Name: strings.TrimSuffix(strings.ToLower(q.Name), "."), QType: dns.TypeToString[q.Qtype], Reason: reason})
+	f.log.Append(Event{Time: time.Now().UTC(), Proto: "dns", Name: strings.TrimSuffix(strings.ToLower(q.Name), "."), QType: dns.TypeToString[q.Qtype], Reason: reason})
 	m := new(dns.Msg)
 	m.SetRcode(r, dns.RcodeRefused)
 	return m
@@ -480,7 +480,7 @@ func (f *filter) filterAnswer(q dns.Question, resp *dns.Msg, v Verdict) string {
 		if addr.IsValid() {
 			if why := f.cfg.AddressVerdict(addr); why != "" {
 				f.dropped.Add(1)
-				f.log.write(Event{Time: time.Now().UTC(), Proto: "dns", Dst: addr.String(), Name: name, QType: dns.TypeToString[h.Rrtype], Reason: "answer-" + why})
+				f.log.Append(Event{Time: time.Now().UTC(), Proto: "dns", Dst: addr.String(), Name: name, QType: dns.TypeToString[h.Rrtype], Reason: "answer-" + why})
 				continue
 			}
 			ttl := time.Duration(h.Ttl) * time.Second
@@ -587,7 +587,7 @@ func RunDNS(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("firewall dns: open log: %w", err)
 		}
 		defer lf.Close()
-		log.w = newRotatingFile(lf, cfg.LogFile, cfg.LogMaxBytes)
+		log.W = newRotatingFile(lf, cfg.LogFile, cfg.LogMaxBytes)
 	}
 	f, err := newFilter(cfg, s, &log)
 	if err != nil {
@@ -665,7 +665,7 @@ func RunDNS(ctx context.Context, cfg Config) error {
 						e.Name = n.(string)
 					}
 				}
-				log.write(e)
+				log.Append(e)
 			})
 		}()
 	}

@@ -113,7 +113,7 @@ func (f *filter) bindConn(c *net.UnixConn) {
 			if json.Unmarshal([]byte(line[2:]), &e) != nil {
 				return
 			}
-			f.log.write(e)
+			f.log.Append(e)
 			w.WriteString("ok\n")
 			if w.Flush() != nil {
 				return

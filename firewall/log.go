@@ -9,8 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"time"
+
+	"github.com/devbox-dev/devbox/internal/jsonl"
 )
 
 // Event is one line of the blocked-connection log.
@@ -39,20 +40,7 @@ type Event struct {
 }
 
 // eventLog appends events as JSON lines.
-type eventLog struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *eventLog) write(e Event) {
-	if l == nil || l.w == nil {
-		return
-	}
-	raw, _ := json.Marshal(e)
-	l.mu.Lock()
-	l.w.Write(append(raw, '\n'))
-	l.mu.Unlock()
-}
+type eventLog = jsonl.Log[Event]
 
 // ReadLog returns every event in the log file at path, the rotated copy
 // (path.1, older) first.

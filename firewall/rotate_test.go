@@ -75,10 +75,10 @@ func TestLogRotationReadAndFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	log := &eventLog{w: newRotatingFile(f, path, 1000)}
+	log := &eventLog{W: newRotatingFile(f, path, 1000)}
 	write := func(from, to int) {
 		for i := from; i < to; i++ {
-			log.write(Event{Time: time.Unix(int64(i), 0).UTC(), Proto: "dns", Name: fmt.Sprintf("n%d.test", i), Reason: "dns-not-allowed"})
+			log.Append(Event{Time: time.Unix(int64(i), 0).UTC(), Proto: "dns", Name: fmt.Sprintf("n%d.test", i), Reason: "dns-not-allowed"})
 		}
 	}
 	var (

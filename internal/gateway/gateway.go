@@ -28,6 +28,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/devbox-dev/devbox/internal/jsonl"
 	"github.com/devbox-dev/devbox/internal/policy"
 	"github.com/devbox-dev/devbox/internal/secrets"
 )
@@ -111,7 +112,7 @@ func WithTransport(rt http.RoundTripper) Option {
 // naming the route, the secret and its fingerprint, never a value. The
 // default discards it.
 func WithLog(w io.Writer) Option {
-	return func(g *Gateway) { g.log = &logger{w: w} }
+	return func(g *Gateway) { g.log = &logger{jsonl.Log[Entry]{W: w}} }
 }
 
 // ErrorLog is the logger the gateway's http.Server writes its own errors

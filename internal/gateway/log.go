@@ -1,13 +1,12 @@
 package gateway
 
 import (
-	"encoding/json"
-	"io"
 	"log"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/devbox-dev/devbox/internal/jsonl"
 )
 
 // Entry is one line of the gateway's log, written as JSON (encoding/json
@@ -36,24 +35,15 @@ type Entry struct {
 // maxLogPath bounds a logged path: a line stays readable and small.
 const maxLogPath = 1024
 
-// logger writes Entries as JSON lines to w, one Write per line.
-type logger struct {
-	mu sync.Mutex
-	w  io.Writer
-}
+// logger writes Entries as JSON lines, stamped with the time.
+type logger struct{ jsonl.Log[Entry] }
 
 func (l *logger) log(e Entry) {
-	if l == nil || l.w == nil {
+	if l == nil {
 		return
 	}
 	e.Time = time.Now().UTC().Format(time.RFC3339Nano)
-	b, err := json.Marshal(e)
-	if err != nil {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.w.Write(append(b, '\n'))
+	l.Append(e)
 }
 
 // rawPath is r's path as sent: the request target up to the query, still
