@@ -100,14 +100,7 @@ func dnsServer(t *testing.T) (addr string, seen func() []string) {
 		}
 		w.WriteMsg(m)
 	})
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, l := testworld.ListenDNS(t)
 	us := &dns.Server{PacketConn: pc, Handler: h}
 	ts := &dns.Server{Listener: l, Handler: h}
 	go us.ActivateAndServe()

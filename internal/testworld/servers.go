@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/miekg/dns"
 )
@@ -281,3 +282,22 @@ func (r *Recorder) Close() {
 		c()
 	}
 }
+
+// ListenDNS opens a UDP socket and a TCP listener on one free loopback
+// port, as a DNS server on loopback needs (a client retries over TCP on
+// the same port); they are closed when tb ends.
+func ListenDNS(tb testing.TB) (net.PacketConn, net.Listener) {
+	tb.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l, err := net.Listen("tcp", pc.LocalAddr().String())
+	if err != nil {
+		pc.Close()
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { pc.Close(); l.Close() })
+	return pc, l
+}
+

@@ -22,14 +22,7 @@ func TestDNSServer(t *testing.T) {
 	s.Set("*.exfil.test", dns.TypeTXT, 60, `"arrived"`)
 	var seen []Query
 	s.OnQuery = func(q Query) { seen = append(seen, q) }
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, l := ListenDNS(t)
 	s.Serve(pc, l)
 	defer s.Close()
 	addr := pc.LocalAddr().String()
