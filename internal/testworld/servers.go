@@ -300,4 +300,3 @@ func ListenDNS(tb testing.TB) (net.PacketConn, net.Listener) {
 	tb.Cleanup(func() { pc.Close(); l.Close() })
 	return pc, l
 }
-
