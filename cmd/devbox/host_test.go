@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -241,4 +242,30 @@ func TestUpWithoutDevcontainerCLI(t *testing.T) {
 		t.Errorf("up without the CLI wrote %d files", len(ents))
 	}
 	t.Logf("%v", err)
+}
+
+// TestSetupTokenScriptLeavesTheWorkspace runs the script the container
+// runs as root, from a directory standing in for the workspace: the
+// program starts in the throwaway directory (its HOME), never in the
+// workspace whose project settings the agent writes, and the directory
+// is gone afterwards.
+func TestSetupTokenScriptLeavesTheWorkspace(t *testing.T) {
+	ws := t.TempDir()
+	prog := filepath.Join(t.TempDir(), "claude")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\necho \"$(pwd)|$HOME|$CLAUDE_CONFIG_DIR|$1\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", setupTokenScript, prog)
+	cmd.Dir = ws
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	f := strings.Split(strings.TrimSpace(string(out)), "|")
+	if len(f) != 4 || f[0] == ws || f[0] != f[1] || f[1] != f[2] || f[3] != "setup-token" {
+		t.Fatalf("the program ran with pwd|HOME|CLAUDE_CONFIG_DIR|arg = %q (workspace %s)", out, ws)
+	}
+	if _, err := os.Stat(f[0]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the throwaway directory %s is left: %v", f[0], err)
+	}
 }

@@ -16,9 +16,12 @@ import (
 // setupTokenScript runs `claude setup-token` ($0) as root with a throwaway
 // HOME and CLAUDE_CONFIG_DIR: a directory only root can enter, removed
 // when the sign-in ends however it ends, so nothing it writes is left
-// where the agent could read it.
+// where the agent could read it. It also runs there, not in the
+// workspace: Claude Code reads project settings (.claude/settings.json,
+// hooks, .mcp.json) from its working directory, and the agent writes the
+// workspace, so a root process must not start in it.
 const setupTokenScript = `umask 077; d=$(mktemp -d /root/.devbox-login.XXXXXX 2>/dev/null || mktemp -d) || exit 1; ` +
-	`trap 'rm -rf "$d"' EXIT; trap 'exit 129' HUP INT TERM; ` +
+	`trap 'rm -rf "$d"' EXIT; trap 'exit 129' HUP INT TERM; cd "$d" || exit 1; ` +
 	`HOME="$d" CLAUDE_CONFIG_DIR="$d" "$0" setup-token`
 
 var loginCommand = &cli.Command{
