@@ -104,6 +104,7 @@ func featureRef(t testing.TB, ref name.Digest) string {
 func featureRepo(t testing.TB, e env, w *world, feature string, options map[string]any) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "repo")
+	e.d.ForgetDevcontainer(t, dir)
 	os.MkdirAll(filepath.Join(dir, ".devcontainer"), 0o755)
 	dockerfile := "ARG BASE\nFROM ${BASE}\nRUN useradd --create-home --uid 1000 --shell /bin/bash dev\n"
 	cfg := map[string]any{

@@ -136,6 +136,7 @@ func repoWithPolicy(t testing.TB, e env, w *world, image, pol string) string {
 // are merged, e.g. the seccomp profile's option with sandbox.enabled).
 func patchConfig(t testing.TB, path string, w *world, buildMode bool) {
 	t.Helper()
+	w.d.ForgetDevcontainer(t, filepath.Dir(filepath.Dir(path)))
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -282,6 +282,7 @@ func loadCards(t *testing.T, dir string) []escape.Card {
 func scorecardRepo(t *testing.T, e env) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "repo")
+	e.d.ForgetDevcontainer(t, dir)
 	os.MkdirAll(dir, 0o755)
 	run(t, dir, nil, "git", "init", "-q", ".")
 	os.WriteFile(filepath.Join(dir, "README"), []byte("host\n"), 0o644)

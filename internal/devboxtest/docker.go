@@ -2,8 +2,11 @@ package devboxtest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -55,4 +58,35 @@ func (d Docker) Run(tb testing.TB, args ...string) string {
 		tb.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// ForgetDevcontainer removes, when tb ends, what the Dev Containers CLI
+// leaves in the engine for the workspace folder repo: its containers
+// (labelled devcontainer.local_folder) and the images it built for it,
+// named vsc-<folder's base name>-<sha256 of the folder's path> (plus
+// -uid and -features). Each is a few hundred MB, and an e2e run makes
+// dozens: left behind, they filled CI's disk.
+func (d Docker) ForgetDevcontainer(tb testing.TB, repo string) {
+	sum := sha256.Sum256([]byte(repo))
+	hash := hex.EncodeToString(sum[:])
+	tb.Cleanup(func() {
+		ctx := context.Background()
+		out, _ := d.Command(ctx, "ps", "-aq", "--filter", "label=devcontainer.local_folder="+repo).Output()
+		if ids := strings.Fields(string(out)); len(ids) > 0 {
+			d.Command(ctx, append([]string{"rm", "-f", "-v"}, ids...)...).Run()
+		}
+		out, _ = d.Command(ctx, "images", "--format", "{{.Repository}}:{{.Tag}}").Output()
+		var names []string
+		for _, ref := range strings.Fields(string(out)) {
+			if strings.HasPrefix(ref, "vsc-") && strings.Contains(ref, "-"+hash) {
+				names = append(names, ref)
+			}
+		}
+		if len(names) > 0 {
+			// The -uid and -features images are built on the plain
+			// one: the longer names go first.
+			sort.Slice(names, func(i, j int) bool { return len(names[i]) > len(names[j]) })
+			d.Command(ctx, append([]string{"rmi", "-f"}, names...)...).Run()
+		}
+	})
 }
