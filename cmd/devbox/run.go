@@ -140,7 +140,11 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	audit, err := sandbox.BeginAudit(ws, home, sandbox.WritablePath(spec, os.Getenv("PATH")))
+	watched, err := sandbox.WatchedBy(spec, home, os.Getenv("PATH"))
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	audit, err := sandbox.BeginAudit(ws, home, watched)
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}

@@ -326,7 +326,9 @@ func (s *scanner) configFile(path, gd string, depth int) {
 			if filepath.Base(gd) == ".git" {
 				base = filepath.Dir(gd) // relative to the work tree's top
 			}
-			if t := s.expandPath(e.Value, base); t != "" {
+			// In a global config (gd "") a relative path depends on the
+			// repository git runs in: the key itself is the finding.
+			if t := s.expandPath(e.Value, base); filepath.IsAbs(t) {
 				s.whole(t, Hook, 0)
 			}
 		}
@@ -367,6 +369,49 @@ var RunLaterFiles = []string{
 // run audit: editor and agent settings (tasks, MCP servers, hooks), git
 // hook managers, dev container definitions.
 var RunLaterDirs = []string{".vscode", ".idea", ".claude", ".cursor", ".gemini", ".husky", ".devcontainer"}
+
+// sitePackagesDir are the names of the directories Python's site module
+// reads start-up files from (venvs and pip use site-packages, Debian's
+// system Python dist-packages).
+var sitePackagesDir = setOf([]string{"site-packages", "dist-packages"})
+
+// sitePackages audits what python runs from a site-packages directory at
+// every start, before the program's first line: each *.pth file (site
+// executes its lines that start with "import"; the others add paths) and
+// sitecustomize/usercustomize, which site imports from anywhere on the
+// path (a module, a package, compiled or not: every entry so named). The
+// rest of site-packages is code too, but runs only when imported, like
+// the workspace's own source files.
+func (s *scanner) sitePackages(dir string) {
+	entries, err := readDir(dir)
+	if err != nil {
+		if !os.IsNotExist(err) {
+			s.unreadable(dir, "", err)
+		}
+		return
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasSuffix(n, ".pth") || strings.HasPrefix(n, "sitecustomize") || strings.HasPrefix(n, "usercustomize") {
+			s.whole(filepath.Join(dir, n), RunLater, 0)
+		}
+	}
+}
+
+// expand returns the paths patterns name, a pattern expanded to what
+// exists now (a bad pattern names nothing, as filepath.Glob says).
+func expand(patterns []string) []string {
+	var out []string
+	for _, p := range patterns {
+		if !strings.ContainsAny(p, "*?[") {
+			out = append(out, p)
+			continue
+		}
+		m, _ := filepath.Glob(p)
+		out = append(out, m...)
+	}
+	return out
+}
 
 var (
 	runLaterFile = setOf(RunLaterFiles)

@@ -27,7 +27,7 @@ const RunStateDir = ".local/state/devbox/run"
 type Audit struct {
 	ws    string
 	home  string
-	watch []string
+	watch Watched
 	path  string
 	state *gitaudit.State
 	// Baseline is true when no audit had completed for the workspace:
@@ -38,9 +38,10 @@ type Audit struct {
 // BeginAudit loads the state of the last completed audit of ws from
 // home's RunStateDir; when there is none, it scans ws and records it as
 // the first state (so that even the first run, killed, is caught next
-// time). watch are more directories to audit whole, absolute: the ones on
-// the agent's PATH the sandbox leaves writable (WritablePath).
-func BeginAudit(ws, home string, watch []string) (*Audit, error) {
+// time). watch are the places outside ws to audit too: what of the
+// agent's PATH, the home's run-later places and the global git config's
+// includes the sandbox leaves writable (WatchedBy).
+func BeginAudit(ws, home string, watch Watched) (*Audit, error) {
 	if real, err := filepath.EvalSymlinks(ws); err == nil {
 		ws = real // the state is keyed by the path the scan reports
 	}
@@ -102,7 +103,7 @@ func (s Spec) CanWrite(path string) bool {
 }
 
 func (a *Audit) options() gitaudit.Options {
-	o := gitaudit.Options{RunLater: true, Home: a.home, Watch: a.watch}
+	o := gitaudit.Options{RunLater: true, Home: a.home, Watch: a.watch.Paths, Sites: a.watch.Sites, GitConfigs: a.watch.GitConfigs}
 	if a.state != nil {
 		o.Cache = a.state.Cache
 	}

@@ -30,7 +30,7 @@ func TestAuditChanges(t *testing.T) {
 	big := make([]byte, 2<<20)
 	write("b/.envrc", string(big))
 
-	a, err := BeginAudit(ws, home, nil)
+	a, err := BeginAudit(ws, home, Watched{})
 	if err != nil || !a.Baseline {
 		t.Fatalf("BeginAudit: %v, baseline %v", err, a.Baseline)
 	}
@@ -92,16 +92,16 @@ func TestAuditChanges(t *testing.T) {
 	}
 
 	// The state advanced: a second audit reports nothing new.
-	a2, err := BeginAudit(ws, home, nil)
+	a2, err := BeginAudit(ws, home, Watched{})
 	if err != nil || a2.Baseline {
 		t.Fatalf("second BeginAudit: %v, baseline %v", err, a2.Baseline)
 	}
 	// A run whose audit never completes (devbox killed) leaves the
 	// change for the next one.
 	write("killed/.envrc", "evil")
-	a3, _ := BeginAudit(ws, home, nil)
+	a3, _ := BeginAudit(ws, home, Watched{})
 	_ = a3 // killed: no Finish
-	a4, _ := BeginAudit(ws, home, nil)
+	a4, _ := BeginAudit(ws, home, Watched{})
 	d4, err := a4.Finish()
 	if err != nil || len(d4.Changes) != 1 || d4.Changes[0].Path != "killed/.envrc" {
 		t.Errorf("after a killed run: %+v, %v", d4.Changes, err)

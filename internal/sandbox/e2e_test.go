@@ -604,3 +604,136 @@ func TestE2EWritablePathAudited(t *testing.T) {
 		}
 	})
 }
+
+// put writes the file p (absolute, under the box's root), owned by the
+// box's user with the directories it makes.
+func (b *box) put(p, content string) {
+	b.t.Helper()
+	write(b.t, p, content, 0o644)
+	if b.cred != nil {
+		for d := p; d != b.home && d != "/"; d = filepath.Dir(d) {
+			os.Lchown(d, b.uid, b.uid)
+		}
+	}
+}
+
+// The home's run-later places outside PATH, each planted alone in a run
+// whose policy makes it writable (the box's: the whole home): the run-end
+// audit names it, and a control shows the host program (bash, git,
+// python3) runs it. Not named TestE2E…: the container of
+// e2e/sandbox_test.go has no python3.
+func TestRunLaterHome(t *testing.T) {
+	python := devboxtest.RequireBinary(t, "python3")
+	git := devboxtest.RequireBinary(t, "git")
+	ver, err := exec.Command(python, "-c", `import sys; print("python%d.%d" % sys.version_info[:2])`).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pyver := strings.TrimSpace(string(ver))
+	forEachUser(t, func(t *testing.T, b *box) {
+		marker := filepath.Join(b.outside, "ran")
+		// What the user had before: Debian's .bashrc lines for
+		// .bash_aliases, a .gitconfig including a missing .gitconfig.local,
+		// a venv in the workspace.
+		b.put(filepath.Join(b.home, ".bashrc"), "if [ -f ~/.bash_aliases ]; then . ~/.bash_aliases; fi\n")
+		b.put(filepath.Join(b.home, ".gitconfig"), "[include]\n\tpath = ~/.gitconfig.local\n")
+		if out, err := exec.Command(python, "-m", "venv", "--without-pip", filepath.Join(b.ws, ".venv")).CombinedOutput(); err != nil {
+			t.Fatalf("python3 -m venv: %v\n%s", err, out)
+		}
+		if b.cred != nil {
+			filepath.Walk(filepath.Join(b.ws, ".venv"), func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, b.uid, b.uid) })
+		}
+		repo := filepath.Join(b.outside, "repo")
+		if out, err := exec.Command(git, "init", "-q", repo).CombinedOutput(); err != nil {
+			t.Fatalf("git init: %v\n%s", err, out)
+		}
+		userSite := filepath.Join(b.home, ".local/lib", pyver, "site-packages")
+		venvSite := filepath.Join(b.ws, ".venv/lib", pyver, "site-packages")
+		host := func(name string, args ...string) {
+			cmd := exec.Command(name, args...)
+			cmd.Dir = repo
+			cmd.Env = []string{"HOME=" + b.home, "PATH=/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1"}
+			cmd.Run()
+		}
+		for _, tc := range []struct {
+			name, script, line string
+			control            func()
+		}{
+			{"bash_aliases", "echo 'touch " + marker + "' > ~/.bash_aliases",
+				auditLine("new", "runlater", filepath.Join(b.home, ".bash_aliases")),
+				func() { host("bash", "-i", "-c", "true") }},
+			{"gitconfig include", "printf '[core]\\n\\tfsmonitor = touch " + marker + "; false\\n' > ~/.gitconfig.local",
+				auditLine("new", "config", filepath.Join(b.home, ".gitconfig.local")) + "git reads core.fsmonitor",
+				func() { host(git, "status") }},
+			{"user site .pth", "mkdir -p " + userSite + " && echo \"import os; open('" + marker + "', 'w')\" > " + userSite + "/zz.pth",
+				auditLine("new", "runlater", filepath.Join(userSite, "zz.pth")),
+				func() { host(python, "-c", "pass") }},
+			{"venv sitecustomize", "echo \"open('" + marker + "', 'w')\" > " + venvSite + "/sitecustomize.py",
+				auditLine("new", "runlater", ".venv/lib/"+pyver+"/site-packages/sitecustomize.py"),
+				func() { host(filepath.Join(b.ws, ".venv/bin/python"), "-c", "pass") }},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				os.Remove(marker)
+				b.run("true") // a completed audit: the state
+				out, code := b.run(tc.script)
+				if code != 1 || !strings.Contains(out, tc.line) {
+					t.Errorf("planted: status %d, want 1 and %q\n%s", code, tc.line, out)
+				}
+				if _, err := os.Stat(marker); err == nil {
+					t.Fatal("the plant ran during the run or its audit")
+				}
+				tc.control()
+				if _, err := os.Stat(marker); err != nil {
+					t.Errorf("control: the host program did not run the plant (so the case proves nothing)")
+				}
+			})
+		}
+		// Claude Code's state, when it exists, is read-only in every run
+		// (home writable or not); one created in a run is reported.
+		claude := filepath.Join(b.home, ".claude.json")
+		b.put(claude, "{}\n")
+		if out, code := b.run("echo '{\"mcpServers\":{}}' > ~/.claude.json"); code == 0 {
+			t.Errorf("~/.claude.json written in a run:\n%s", out)
+		}
+		if got, _ := os.ReadFile(claude); string(got) != "{}\n" {
+			t.Errorf("~/.claude.json after the run: %q", got)
+		}
+		line := auditLine("new", "runlater", filepath.Join(b.home, ".claude/.claude.json"))
+		if out, code := b.run("echo '{}' > ~/.claude/.claude.json"); code != 1 || !strings.Contains(out, line) {
+			t.Errorf("a new ~/.claude/.claude.json: status %d, want 1 and %q\n%s", code, line, out)
+		}
+	})
+}
+
+// The caches devbox run makes writable whatever the policy says (~/.npm,
+// ~/.cache) do not make their run-later parts writable: npx's packages
+// and pre-commit's environments are read-only unless allowWrite names
+// them, and audited when it does.
+func TestE2ECacheRunLater(t *testing.T) {
+	forEachUser(t, func(t *testing.T, b *box) {
+		for _, d := range []string{".npm", ".cache"} {
+			b.put(filepath.Join(b.home, d, "keep"), "")
+		}
+		for _, allow := range []string{``, `"~/.npm", "~/.cache/pre-commit"`} {
+			write(t, b.policy, `{"sandbox": {"enabled": true, "allowWrite": [`+allow+`]}}`, 0o644)
+			b.run("true")
+			out, code := b.run("mkdir -p ~/.npm/_npx/1234/node_modules && echo evil > ~/.npm/_npx/1234/package.json; " +
+				"mkdir -p ~/.cache/pre-commit/repo1 && echo evil > ~/.cache/pre-commit/repo1/hook; echo ok > ~/.npm/other; echo ok > ~/.cache/other")
+			for _, p := range []string{".npm/_npx/1234/package.json", ".cache/pre-commit/repo1/hook"} {
+				_, err := os.Stat(filepath.Join(b.home, p))
+				line := auditLine("new", "runlater", filepath.Join(b.home, p))
+				switch {
+				case allow == "" && err == nil:
+					t.Errorf("~/%s written with no allowWrite for it:\n%s", p, out)
+				case allow != "" && (err != nil || !strings.Contains(out, line) || code != 1):
+					t.Errorf("~/%s with allowWrite %s: %v, status %d, want it written and %q\n%s", p, allow, err, code, line, out)
+				}
+			}
+			for _, p := range []string{".npm/other", ".cache/other"} {
+				if _, err := os.Stat(filepath.Join(b.home, p)); err != nil {
+					t.Errorf("control: the cache ~/%s is not writable: %v\n%s", p, err, out)
+				}
+			}
+		}
+	})
+}

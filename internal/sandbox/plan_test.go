@@ -286,3 +286,36 @@ func TestPlanToolchainCaches(t *testing.T) {
 		}
 	}
 }
+
+// A cache's run-later parts are read-only (placeholders when missing)
+// unless allowWrite covers them; Claude Code's state is read-only when it
+// exists, even in a writable home, and left alone when missing.
+func TestPlanCacheRunLater(t *testing.T) {
+	fsys := mapFS{"/home/dev/.npm": "dir", "/home/dev/.cache": "dir", "/home/dev/.claude.json": "file", "/w": "dir"}
+	for _, tc := range []struct {
+		allow []string
+		want  map[string]Access
+	}{
+		{nil, map[string]Access{"/home/dev/.npm/_npx/x": Readable, "/home/dev/.cache/pre-commit": Readable, "/home/dev/.npm/_cacache": Writable,
+			"/home/dev/.claude.json": Readable}},
+		{[]string{"~/.npm"}, map[string]Access{"/home/dev/.npm/_npx/x": Writable, "/home/dev/.cache/pre-commit": Readable}},
+		{[]string{"~"}, map[string]Access{"/home/dev/.npm/_npx/x": Writable, "/home/dev/.cache/pre-commit/y": Writable,
+			"/home/dev/.claude.json": Readable, "/home/dev/.claude/.claude.json": Writable}},
+	} {
+		cfg := ConfigFromPolicy(policy.Sandbox{AllowWrite: tc.allow}, "/home/dev", "/w", []string{"true"})
+		sp, err := Plan(cfg, fsys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, want := range tc.want {
+			if got := sp.Access(p); got != want {
+				t.Errorf("allowWrite %q: %s is %v, want %v", tc.allow, p, got, want)
+			}
+		}
+		for _, m := range sp.Mounts {
+			if m.Path == "/home/dev/.claude/.claude.json" || m.Path == "/home/dev/.claude.json" && m.Placeholder != Missing {
+				t.Errorf("allowWrite %q: a mount or placeholder for Claude Code's state: %+v", tc.allow, m)
+			}
+		}
+	}
+}
