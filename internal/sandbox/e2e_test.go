@@ -737,3 +737,78 @@ func TestE2ECacheRunLater(t *testing.T) {
 		}
 	})
 }
+
+// What docs/sandbox.md says devbox cannot refuse: a process of the
+// agent's uid outside the sandbox attaches to the sandboxed command with
+// ptrace (bwrap's user namespace is that uid's, and a namespace's owner
+// has every capability in it), while the same attach from inside is
+// refused (the seccomp filter). Not named TestE2E…: run on the test host
+// only.
+func TestSandboxPtraceFromOutside(t *testing.T) {
+	perl := devboxtest.RequireBinary(t, "perl")
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the probe uses x86-64 system call numbers")
+	}
+	devboxtest.RequireRoot(t)
+	b := newBox(t, 1000)
+	cmd := exec.Command(b.devbox, "run", "--policy", b.policy, "--workspace", b.ws, "--", "sh", "-c", "touch started; exec sleep 29.5")
+	cmd.Dir = b.ws
+	cmd.Env = []string{"HOME=" + b.home, "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: b.cred}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var sleeper int
+	for i := 0; i < 500 && sleeper == 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+		sleeper = descendant(cmd.Process.Pid, "sleep\x0029.5\x00")
+	}
+	if sleeper == 0 {
+		t.Fatal("the sandboxed sleep did not start")
+	}
+	// PTRACE_SEIZE (0x4206), then detach (17): 0 when attached, else errno.
+	probe := `for $p (@ARGV) { $r = syscall(101, 0x4206, $p+0, 0, 0); print $r == -1 ? $!+0 : 0; syscall(101, 17, $p+0, 0, 0) }`
+	out, err := exec.Command("setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", perl, "-e", probe, fmt.Sprint(sleeper)).CombinedOutput()
+	if err != nil || string(out) != "0" {
+		t.Errorf("attach from outside as uid 1000: %v %q, want 0 (attached), as docs/sandbox.md says", err, out)
+	}
+	out2, code := b.run(`perl -e '` + probe + `' $$`)
+	if code != 0 || !strings.HasPrefix(out2, "1") {
+		t.Errorf("attach from inside: status %d %q, want 1 (EPERM)", code, out2)
+	}
+}
+
+// descendant returns a descendant of pid whose command line is cmdline
+// (NUL-separated), or 0.
+func descendant(pid int, cmdline string) int {
+	parents := map[int]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var p int
+		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid …": comm may hold spaces and parentheses.
+		rest := stat[bytes.LastIndexByte(stat, ')')+1:]
+		var state string
+		var ppid int
+		fmt.Sscan(string(rest), &state, &ppid)
+		parents[p] = ppid
+	}
+	for p := range parents {
+		if c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); string(c) != cmdline {
+			continue
+		}
+		for q := parents[p]; q > 1; q = parents[q] {
+			if q == pid {
+				return p
+			}
+		}
+	}
+	return 0
+}
