@@ -148,6 +148,9 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
+	if err := audit.AcceptPlaceholders(created); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
 	code, err := sandbox.Run(c.Context, bwrap, spec, sandbox.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 	if err != nil {
 		return fmt.Errorf("run: %w", err)

@@ -62,3 +62,24 @@ func TestIncludedConfigs(t *testing.T) {
 		t.Errorf("the included file's keys: %+v", r.Findings)
 	}
 }
+
+// TestPthRuns: a .pth file of paths is data, and so are the two import
+// lines the packaging tools write; any other import line runs.
+func TestPthRuns(t *testing.T) {
+	dir := t.TempDir()
+	for content, want := range map[string]bool{
+		"/src/app\n# comment\n\n": false,
+		"import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.environ.get(var, 'local') == 'local'; enabled and __import__('_distutils_hack').add_shim(); \n": false,
+		"import __editable___pyapp_0_1_finder; __editable___pyapp_0_1_finder.install()":                                                                            false,
+		"import __editable___pyapp_0_1_finder; __editable___evil_finder.install()":                                                                                 true,
+		"/src/app\nimport os; os.system('evil')\n":                                                                                                                 true,
+		"import\tevil\n": true,
+		"import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.environ.get(var, 'local') == 'local'; enabled and __import__('evil').add_shim(); \n": true,
+	} {
+		p := filepath.Join(dir, "x.pth")
+		write(t, p, content, 0o644)
+		if got := pthRuns(p); got != want {
+			t.Errorf("pthRuns(%q) = %v, want %v", content, got, want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"path"
 	"path/filepath"
 	"time"
 
@@ -69,6 +70,46 @@ func BeginAudit(ws, home string, watch Watched) (*Audit, error) {
 		return nil, fmt.Errorf("sandbox: audit state: %w", err)
 	}
 	return a, nil
+}
+
+// AcceptPlaceholders records, in the state this run is compared with, the
+// empty placeholders devbox itself made for the run (Prepare's paths) and
+// the .git directory made to hold one: a run started in a new
+// sub-directory makes new ones (its .git/hooks, .bashrc, ...), which the
+// command did not write. Only the placeholders themselves are accepted,
+// as scanned now (an empty file, an empty directory has no finding):
+// nothing the command, or a killed run, could have put there. The first
+// run has nothing to do (BeginAudit scanned after Prepare); otherwise this
+// scan is the cost, paid only when something was made.
+func (a *Audit) AcceptPlaceholders(created []string) error {
+	if a.Baseline || len(created) == 0 {
+		return nil
+	}
+	ours := map[string]bool{}
+	for _, c := range created {
+		rel, err := filepath.Rel(a.ws, c)
+		if err != nil {
+			continue
+		}
+		rel = filepath.ToSlash(rel)
+		ours[string(gitaudit.RunLater)+" "+rel] = true
+		if d := path.Dir(rel); path.Base(d) == ".git" {
+			ours[string(gitaudit.GitDir)+" "+d] = true
+		}
+	}
+	r, err := gitaudit.ScanWith(a.ws, a.options())
+	if err != nil {
+		return fmt.Errorf("sandbox: audit of %s: %w", a.ws, err)
+	}
+	for _, f := range r.Findings {
+		if _, known := a.state.Entries[f.ID()]; ours[f.ID()] && !known {
+			a.state.Entries[f.ID()] = f.Digest
+		}
+	}
+	if err := a.state.Save(a.path); err != nil {
+		return fmt.Errorf("sandbox: audit state: %w", err)
+	}
+	return nil
 }
 
 // Finish scans the workspace, compares it with the last completed audit's

@@ -123,3 +123,48 @@ func sameSet(a, b []string) bool {
 	}
 	return true
 }
+
+// The placeholders a run started in a new sub-directory makes (devbox's,
+// not the command's) are not reported; what the command writes beside
+// them is.
+func TestAuditAcceptPlaceholders(t *testing.T) {
+	ws, home := t.TempDir(), t.TempDir()
+	a, err := BeginAudit(ws, home, Watched{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	var created []string
+	for _, rel := range []string{"sub/.bashrc", "sub/.git/config", "sub/.claude/settings.json"} {
+		p := filepath.Join(ws, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		created = append(created, p)
+	}
+	os.Mkdir(filepath.Join(ws, "sub/.git/hooks"), 0o755)
+	created = append(created, filepath.Join(ws, "sub/.git/hooks"))
+	a, err = BeginAudit(ws, home, Watched{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AcceptPlaceholders(created); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(ws, "sub/.envrc"), []byte("evil"), 0o644)             // the command's
+	os.WriteFile(filepath.Join(ws, "sub/.git/hooks/pre-commit"), []byte("x"), 0o755) // into a placeholder
+	d, err := a.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range d.Changes {
+		got = append(got, c.ID())
+	}
+	if want := []string{"hook sub/.git/hooks/pre-commit pre-commit", "runlater sub/.envrc"}; !sameSet(got, want) {
+		t.Errorf("changes %q, want %q", got, want)
+	}
+}
