@@ -812,3 +812,114 @@ func descendant(pid int, cmdline string) int {
 	}
 	return 0
 }
+
+// TestRunRealWork: the run-end audit's false alarms on real work. As uid
+// 1000, with the default policy and the caches a devbox image makes
+// (~/.npm, ~/.cache, ~/go), offline: `npm ci` of a project with a
+// dependency from a local tarball (with a bin and a postinstall script),
+// `go build` and `go vet` of a module with a vendored dependency, a venv
+// made in the run and `pip install .` then `pip install -e .` of a local
+// package (run from its sub-directory, so devbox makes placeholders
+// there). Each must succeed and the audit report nothing. It logs the
+// files each wrote and its time (the figures in docs/sandbox.md). Not
+// named TestE2E…: the container of e2e/sandbox_test.go has no npm, go or
+// python3.
+func TestRunRealWork(t *testing.T) {
+	npm := devboxtest.RequireBinary(t, "npm")
+	goBin := devboxtest.RequireBinary(t, "go")
+	const python = "/usr/bin/python3" // Debian's, which uid 1000 can run
+	if _, err := os.Stat(python); err != nil {
+		t.Fatalf("%s: %v", python, err)
+	}
+	b := newBox(t, 1000)
+	write(t, b.policy, `{"sandbox": {"enabled": true}}`, 0o644)
+	pathEnv := filepath.Dir(goBin) + ":/usr/bin:/bin"
+	setup := func(dir string, name string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir = dir
+		cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + pathEnv}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+	}
+
+	// npm: a dependency packed to a tarball outside the workspace.
+	dep := filepath.Join(b.outside, "dep")
+	write(t, filepath.Join(dep, "package.json"), `{"name": "dep", "version": "1.0.0", "bin": {"dep": "cli.js"},
+		"scripts": {"postinstall": "node -e \"require('fs').writeFileSync('built.txt', 'ok')\""}}`, 0o644)
+	write(t, filepath.Join(dep, "cli.js"), "#!/usr/bin/env node\nconsole.log('dep ran')\n", 0o755)
+	setup(dep, npm, "pack", "--pack-destination", b.outside)
+	write(t, filepath.Join(b.ws, "web/package.json"), fmt.Sprintf(`{"name": "web", "version": "1.0.0",
+		"dependencies": {"dep": "file:%s/dep-1.0.0.tgz"}, "scripts": {"build": "dep"}}`, b.outside), 0o644)
+	setup(filepath.Join(b.ws, "web"), npm, "install", "--package-lock-only", "--offline", "--no-audit", "--no-fund")
+
+	// go: a module with a vendored dependency.
+	for p, c := range map[string]string{
+		"goapp/go.mod":                         "module example.test/app\n\ngo 1.22\n\nrequire example.test/lib v1.0.0\n",
+		"goapp/main.go":                        "package main\n\nimport \"example.test/lib\"\n\nfunc main() { println(lib.Answer()) }\n",
+		"goapp/main_test.go":                   "package main\n\nimport (\n\t\"testing\"\n\n\t\"example.test/lib\"\n)\n\nfunc TestAnswer(t *testing.T) {\n\tif lib.Answer() != 42 {\n\t\tt.Fatal(\"no\")\n\t}\n}\n",
+		"goapp/vendor/modules.txt":             "# example.test/lib v1.0.0\n## explicit\nexample.test/lib\n",
+		"goapp/vendor/example.test/lib/lib.go": "package lib\n\nfunc Answer() int { return 42 }\n",
+		// python: a local package, setuptools from Debian (no index).
+		"pyapp/pyproject.toml":    "[build-system]\nrequires = [\"setuptools\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"pyapp\"\nversion = \"0.1\"\n",
+		"pyapp/pyapp/__init__.py": "ANSWER = 42\n",
+	} {
+		write(t, filepath.Join(b.ws, p), c, 0o644)
+	}
+	// A real repository with a commit: go build stamps the binary with it.
+	git := devboxtest.RequireBinary(t, "git")
+	setup(b.ws, git, "-c", "safe.directory=*", "init", "-q")
+	setup(b.ws, git, "-c", "safe.directory=*", "add", ".")
+	setup(b.ws, git, "-c", "safe.directory=*", "-c", "user.name=t", "-c", "user.email=t@x.test", "commit", "-qm", "projects")
+	for _, d := range []string{b.ws, filepath.Join(b.home, ".npm"), filepath.Join(b.home, ".cache"), filepath.Join(b.home, "go"), b.outside} {
+		os.MkdirAll(d, 0o755)
+		filepath.Walk(d, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 1000, 1000) })
+	}
+
+	run := func(dir, script string) (string, int, time.Duration) {
+		t.Helper()
+		cmd := exec.Command(b.devbox, "run", "--policy", b.policy, "--workspace", b.ws, "--", "sh", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = []string{"HOME=" + b.home, "PATH=" + pathEnv, "GOFLAGS=-mod=vendor", "GOPROXY=off", "GOTOOLCHAIN=local"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: b.cred}
+		t0 := time.Now()
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code, time.Since(t0)
+	}
+	run(b.ws, "true") // the first run records the workspace
+	for _, tc := range []struct{ name, dir, script, want string }{
+		{"npm ci", b.ws, "cd web && npm ci --offline --no-audit --no-fund && npm run build", "dep ran"},
+		{"go build", b.ws, "cd goapp && go build ./... && go vet ./... && go build -o app . && ./app", "42"},
+		{"pip install", filepath.Join(b.ws, "pyapp"), python + " -m venv --system-site-packages .venv && .venv/bin/pip install --no-index --no-build-isolation . && " +
+			".venv/bin/pip install --no-index --no-build-isolation -e . && .venv/bin/python -c 'import pyapp; print(pyapp.ANSWER + 0)'", "42"},
+	} {
+		before := countFiles(b.ws, b.home)
+		out, code, took := run(tc.dir, tc.script)
+		reports := strings.Count(out, "AUDIT:")
+		t.Logf("%s: status %d, %d files written, %d audit reports, %.1f s", tc.name, code, countFiles(b.ws, b.home)-before, reports, took.Seconds())
+		if code != 0 || reports != 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: status %d, %d audit reports, want 0 and 0 and %q in the output\n%s", tc.name, code, reports, tc.want, out)
+		}
+	}
+}
+
+// countFiles counts the files (not directories) under the roots.
+func countFiles(roots ...string) int {
+	n := 0
+	for _, r := range roots {
+		filepath.WalkDir(r, func(_ string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				n++
+			}
+			return nil
+		})
+	}
+	return n
+}
