@@ -440,21 +440,6 @@ func editableFinder(l string) bool {
 	return m != nil && m[1] == m[2]
 }
 
-// expand returns the paths patterns name, a pattern expanded to what
-// exists now (a bad pattern names nothing, as filepath.Glob says).
-func expand(patterns []string) []string {
-	var out []string
-	for _, p := range patterns {
-		if !strings.ContainsAny(p, "*?[") {
-			out = append(out, p)
-			continue
-		}
-		m, _ := filepath.Glob(p)
-		out = append(out, m...)
-	}
-	return out
-}
-
 var (
 	runLaterFile = setOf(RunLaterFiles)
 	runLaterDir  = setOf(RunLaterDirs)

@@ -143,11 +143,12 @@ type Options struct {
 	Git string
 	// Watch are more paths, absolute, digested whole as RunLater (the
 	// directories on the agent's PATH a sandboxed command can write, the
-	// home's run-later files). Patterns (filepath.Match syntax) are
-	// expanded at each scan, so a directory made during a run counts.
+	// home's run-later files), taken as written (a '*' in a name is a
+	// '*').
 	Watch []string
-	// Sites are Python site-packages directories (absolute, patterns as
-	// for Watch) whose start-up files are audited as RunLater: what
+	// Sites are Python site-packages directories, absolute patterns
+	// (filepath.Match syntax, expanded at each scan, so a directory made
+	// during a run counts), whose start-up files are audited as RunLater: what
 	// python runs at every start, whatever the program imports (see
 	// sitePackages). At any depth of the tree they are found by name.
 	Sites []string
@@ -201,11 +202,14 @@ func ScanWith(root string, o Options) (*Result, error) {
 		return nil, err
 	}
 	s.walkTree(abs, o.RunLater)
-	for _, w := range expand(o.Watch) {
+	for _, w := range o.Watch {
 		s.whole(w, RunLater, 0)
 	}
-	for _, d := range expand(o.Sites) {
-		s.sitePackages(d)
+	for _, pattern := range o.Sites {
+		matches, _ := filepath.Glob(pattern) // a bad pattern names nothing
+		for _, d := range matches {
+			s.sitePackages(d)
+		}
 	}
 	for _, c := range o.GitConfigs {
 		s.configFile(c, "", 0)

@@ -84,8 +84,7 @@ func WatchedBy(spec Spec, home, pathList string) (Watched, error) {
 		}
 	}
 	for _, rel := range HomeSites {
-		pattern := filepath.Join(home, rel)
-		if writablePattern(spec, pattern) {
+		if pattern, ok := writablePattern(spec, home, rel); ok {
 			w.Sites = append(w.Sites, pattern)
 		}
 	}
@@ -108,22 +107,36 @@ func WatchedBy(spec Spec, home, pathList string) (Watched, error) {
 	return w, nil
 }
 
-// writablePattern reports whether a command of spec could write a path
-// pattern matches: where the pattern's fixed part is writable (it can
-// make new matches), or at one that exists.
-func writablePattern(spec Spec, pattern string) bool {
-	fixed := pattern
+// writablePattern returns the absolute pattern of rel (a pattern relative
+// to home) and whether a command of spec could write a path it matches:
+// where its fixed part is writable (it can make new matches), or at a
+// match that exists.
+func writablePattern(spec Spec, home, rel string) (string, bool) {
+	fixed := rel
 	for strings.ContainsAny(fixed, "*?[") {
 		fixed = path.Dir(fixed)
 	}
-	if spec.CanWrite(fixed) {
-		return true
+	pattern := filepath.Join(globEscape(home), rel)
+	if spec.CanWrite(filepath.Join(home, fixed)) {
+		return pattern, true
 	}
 	matches, _ := filepath.Glob(pattern)
 	for _, m := range matches {
 		if spec.CanWrite(m) {
-			return true
+			return pattern, true
 		}
 	}
-	return false
+	return pattern, false
+}
+
+// globEscape quotes the pattern characters of a literal path.
+func globEscape(p string) string {
+	var b strings.Builder
+	for _, r := range p {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

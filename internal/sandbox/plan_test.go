@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -317,5 +318,60 @@ func TestPlanCacheRunLater(t *testing.T) {
 				t.Errorf("allowWrite %q: a mount or placeholder for Claude Code's state: %+v", tc.allow, m)
 			}
 		}
+	}
+}
+
+// WatchedBy watches the home's run-later places a command can write: with
+// the home writable, the user site's pattern, the files of HomeRunLater;
+// with the default policy, none. (The home is outside /tmp, which every
+// run may write.)
+func TestWatchedBy(t *testing.T) {
+	home, err := os.MkdirTemp("/var/tmp", "devbox-watched-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	os.MkdirAll(filepath.Join(home, ".npm"), 0o755)
+	ws := filepath.Join(home, "ws")
+	os.MkdirAll(ws, 0o755)
+	for _, tc := range []struct {
+		allow []string
+		sites int
+		paths []string
+	}{
+		{nil, 0, nil},
+		{[]string{"~"}, len(HomeSites), []string{filepath.Join(home, ".bash_aliases"), filepath.Join(home, ".npm/_npx")}},
+	} {
+		sp, err := Plan(ConfigFromPolicy(policy.Sandbox{AllowWrite: tc.allow}, home, ws, []string{"true"}), OSFS{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := WatchedBy(sp, home, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(w.Sites) != tc.sites || len(tc.paths) == 0 && len(w.Paths) != 0 {
+			t.Errorf("allowWrite %q: %+v", tc.allow, w)
+		}
+		for _, p := range tc.paths {
+			if !slices.Contains(w.Paths, p) {
+				t.Errorf("allowWrite %q: %s not watched: %+v", tc.allow, p, w.Paths)
+			}
+		}
+		if tc.sites > 0 {
+			site := filepath.Join(home, ".local/lib/python3.11/site-packages")
+			os.MkdirAll(site, 0o755)
+			if m, _ := filepath.Glob(w.Sites[0]); len(m) != 1 || m[0] != site {
+				t.Errorf("the user site's pattern %q matches %q, want %s", w.Sites[0], m, site)
+			}
+		}
+	}
+}
+
+func TestGlobEscape(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a[1]*?")
+	os.MkdirAll(filepath.Join(dir, "x1"), 0o755)
+	if m, _ := filepath.Glob(filepath.Join(globEscape(dir), "x*")); len(m) != 1 || m[0] != filepath.Join(dir, "x1") {
+		t.Errorf("escaped pattern matches %q", m)
 	}
 }
