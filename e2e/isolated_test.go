@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -71,7 +72,10 @@ func TestGitIsolated(t *testing.T) {
 	}
 	git("init", "-q")
 	// The clone runs git inside the container (a default tool of the image).
-	pol := policyFor(e, w, e.registry+"/devbox/e2e:unused")
+	// The sandbox on, so that `devbox run` works in the clone (init adds
+	// devbox's seccomp profile to runArgs, as in sandboxRepo).
+	pol := strings.Replace(policyFor(e, w, e.registry+"/devbox/e2e:unused"), `"agent":`, `"sandbox": {"enabled": true},
+  "agent":`, 1)
 	os.WriteFile(filepath.Join(repo, ".devcontainer/devbox.policy.jsonc"), []byte(pol), 0o644)
 	os.WriteFile(filepath.Join(repo, "README"), []byte("host\n"), 0o644)
 	git("add", ".")
@@ -114,6 +118,11 @@ func TestGitIsolated(t *testing.T) {
 	}
 	if out, err := dexec("devbox", "doctor", "--workspace", ws).CombinedOutput(); !strings.Contains(string(out), "workspace mode: isolated") {
 		t.Errorf("doctor does not say the mode (%v):\n%s", err, out)
+	}
+	// devbox run in the clone: its run-end audit reports a plant.
+	if out, err := sh("cd " + ws + " && devbox run -- sh -c 'mkdir -p deep && echo evil > deep/.envrc'"); err == nil ||
+		!regexp.MustCompile(`AUDIT: new +runlater +deep/\.envrc `).MatchString(out) {
+		t.Errorf("devbox run in the isolated workspace: %v, want a failure and the audit line for deep/.envrc:\n%s", err, out)
 	}
 
 	if after := hashTree(t, repo); after != before {

@@ -82,6 +82,13 @@ func TestSandboxInContainer(t *testing.T) {
 		}
 	})
 
+	t.Run("run-end audit reports a plant", func(t *testing.T) {
+		out, err := dexec("sh", "-c", "devbox run -- sh -c 'mkdir -p deep && echo evil > deep/.envrc'").CombinedOutput()
+		if err == nil || !regexp.MustCompile(`AUDIT: new +runlater +deep/\.envrc `).Match(out) {
+			t.Errorf("devbox run planting deep/.envrc: %v, want a failure and its audit line:\n%s", err, out)
+		}
+	})
+
 	t.Run("same cases as internal/sandbox", func(t *testing.T) {
 		bin := filepath.Join(t.TempDir(), "devbox-sandbox.test")
 		cmd := exec.Command("go", "test", "-c", "-o", bin, "./internal/sandbox")
@@ -102,7 +109,8 @@ func TestSandboxInContainer(t *testing.T) {
 			seen[m[2]] = m[1]
 		}
 		for _, name := range []string{"TestE2EDenyRead", "TestE2EMandatoryDenyWrite", "TestE2EWritablePaths",
-			"TestE2ENoNetwork", "TestE2EExitStatus", "TestE2ESignalForwarded", "TestE2ETerminal"} {
+			"TestE2ENoNetwork", "TestE2EExitStatus", "TestE2ESignalForwarded", "TestE2ETerminal",
+			"TestE2ERunEndAudit", "TestE2EKilledRunAudited", "TestE2ECacheRunLater"} {
 			if seen[name] != "PASS" {
 				t.Errorf("%s inside the container: %q, want PASS", name, seen[name])
 			}

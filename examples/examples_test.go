@@ -40,6 +40,10 @@ var expectations = map[string]func(t *testing.T, p *policy.Policy){
 		if p.Image.User.Name != policy.DefaultUserName || p.Image.Base != policy.DefaultBase {
 			t.Errorf("defaults not applied: %+v", p.Image)
 		}
+		// The user site's .pth files run at every python start.
+		if !p.Sandbox.Enabled || len(p.Sandbox.AllowWrite) != 0 {
+			t.Errorf("sandbox = %+v, want enabled and nothing writable beyond the workspace and the caches", p.Sandbox)
+		}
 	},
 	"locked-down.jsonc": func(t *testing.T, p *policy.Policy) {
 		if !p.Network.NoNetwork() || fwpolicy.Config(p).Match("api.anthropic.com").Allowed {

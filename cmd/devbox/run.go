@@ -27,7 +27,10 @@ including those that do not exist yet at the workspace root, and those that
 exist at launch at any depth of the workspace. The run ends with an audit
 (the host audit's model: every git directory and what in it is not pure data,
 config keys off the allow-list, plus shell rc files, .envrc, .mcp.json,
-.claude/, .vscode/, hook runners, ...) against the last completed audit's
+.claude/, .vscode/, hook runners, Python's .pth files, ...; and what the
+sandbox leaves writable of PATH and of the home's run-later places:
+~/.bash_aliases, npx's cache, the user site, what ~/.gitconfig includes,
+...) against the last completed audit's
 state (~/.local/state/devbox/run): anything new or changed is printed and
 devbox exits non-zero (1, or the command's own non-zero status) unless
 --accept-new-paths is given. Otherwise the command's exit status is devbox's.
@@ -140,8 +143,15 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	audit, err := sandbox.BeginAudit(ws, home, sandbox.WritablePath(spec, os.Getenv("PATH")))
+	watched, err := sandbox.WatchedBy(spec, home, os.Getenv("PATH"))
 	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	audit, err := sandbox.BeginAudit(ws, home, watched)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	if err := audit.AcceptPlaceholders(created); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
 	code, err := sandbox.Run(c.Context, bwrap, spec, sandbox.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})

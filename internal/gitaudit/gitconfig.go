@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -133,4 +134,50 @@ func parseList(out []byte) []Entry {
 		es = append(es, Entry{Name: string(name), Value: string(value), NoValue: !hasValue})
 	}
 	return es
+}
+
+// IncludedConfigs returns every file the config files include, directly
+// or through one another, whatever the include's condition (includeIf is
+// read as always true: generous, like the rest of the model), absolute,
+// missing ones included (git skips a missing include, so creating one
+// is how it gets in). home resolves "~/"; git is as for NewConfigReader.
+// `devbox run` audits the ones its sandbox leaves writable: the user's
+// global config is read-only in every run, the ~/.gitconfig.local it
+// includes may not be.
+func IncludedConfigs(files []string, home, git string) ([]string, error) {
+	r, err := NewConfigReader(git)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	s := &scanner{opts: Options{Home: home}}
+	seen := map[string]bool{}
+	var out []string
+	var visit func(path string, depth int)
+	visit = func(path string, depth int) {
+		if depth > maxIncludeDepth || seen[path] {
+			return
+		}
+		seen[path] = true
+		if depth > 0 {
+			out = append(out, path)
+		}
+		data, _, err := readRegular(path, maxConfig)
+		if err != nil {
+			return
+		}
+		entries, _ := r.Read(data)
+		for _, e := range entries {
+			section, _, k := splitName(e.Name)
+			if (section == "include" || section == "includeif") && k == "path" && e.Value != "" {
+				if t := s.expandPath(e.Value, filepath.Dir(path)); filepath.IsAbs(t) {
+					visit(t, depth+1)
+				}
+			}
+		}
+	}
+	for _, f := range files {
+		visit(f, 0)
+	}
+	return out, nil
 }

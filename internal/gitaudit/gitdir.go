@@ -326,7 +326,9 @@ func (s *scanner) configFile(path, gd string, depth int) {
 			if filepath.Base(gd) == ".git" {
 				base = filepath.Dir(gd) // relative to the work tree's top
 			}
-			if t := s.expandPath(e.Value, base); t != "" {
+			// In a global config (gd "") a relative path depends on the
+			// repository git runs in: the key itself is the finding.
+			if t := s.expandPath(e.Value, base); filepath.IsAbs(t) {
 				s.whole(t, Hook, 0)
 			}
 		}
@@ -367,6 +369,76 @@ var RunLaterFiles = []string{
 // run audit: editor and agent settings (tasks, MCP servers, hooks), git
 // hook managers, dev container definitions.
 var RunLaterDirs = []string{".vscode", ".idea", ".claude", ".cursor", ".gemini", ".husky", ".devcontainer"}
+
+// sitePackagesDir are the names of the directories Python's site module
+// reads start-up files from (venvs and pip use site-packages, Debian's
+// system Python dist-packages).
+var sitePackagesDir = setOf([]string{"site-packages", "dist-packages"})
+
+// sitePackages audits what python runs from a site-packages directory at
+// every start, before the program's first line: each *.pth file (site
+// executes its lines that start with "import"; the others add paths) and
+// sitecustomize/usercustomize, which site imports from anywhere on the
+// path (a module, a package, compiled or not: every entry so named). The
+// rest of site-packages is code too, but runs only when imported, like
+// the workspace's own source files.
+func (s *scanner) sitePackages(dir string) {
+	entries, err := readDir(dir)
+	if err != nil {
+		if !os.IsNotExist(err) {
+			s.unreadable(dir, "", err)
+		}
+		return
+	}
+	for _, e := range entries {
+		n, p := e.Name(), filepath.Join(dir, e.Name())
+		switch {
+		case strings.HasSuffix(n, ".pth") && e.Type().IsRegular() && !pthRuns(p):
+		case strings.HasSuffix(n, ".pth") || strings.HasPrefix(n, "sitecustomize") || strings.HasPrefix(n, "usercustomize"):
+			s.whole(p, RunLater, 0)
+		}
+	}
+}
+
+// pthRuns reports whether python would run something of the .pth file at
+// path (a file it cannot read whole, up to 64 KiB, counts as running):
+// site executes the lines that start with "import" and adds the others to
+// the path, so a file of paths and comments is data. Two lines the
+// packaging tools write are allowed, as they import a module of the same
+// site-packages and run nothing else (that module is code, like the rest
+// of site-packages, which runs when imported and is not audited):
+// setuptools' distutils-precedence.pth, and the finder an editable
+// install (pip install -e) puts beside its .pth. Measured: in a venv,
+// `pip install .` writes no .pth, `pip install -e .` the finder's.
+func pthRuns(path string) bool {
+	data, n, err := readRegular(path, 64<<10)
+	if err != nil || n > 64<<10 {
+		return true
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		l = strings.TrimSuffix(l, "\r")
+		if !strings.HasPrefix(l, "import ") && !strings.HasPrefix(l, "import\t") {
+			continue // a path, a comment or a blank line
+		}
+		if !distutilsShim.MatchString(l) && !editableFinder(l) {
+			return true
+		}
+	}
+	return false
+}
+
+// distutilsShim is setuptools' distutils-precedence.pth, in its versions
+// since 49.
+var distutilsShim = regexp.MustCompile(`^import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os\.environ\.get\(var, '(?:local|stdlib)'\) == 'local'; enabled and __import__\('_distutils_hack'\)\.add_shim\(\); ?$`)
+
+// editableFinderLine is setuptools' editable-install line; the module it
+// imports must be the one it calls.
+var editableFinderLine = regexp.MustCompile(`^import (__editable___[A-Za-z0-9_]+_finder); (__editable___[A-Za-z0-9_]+_finder)\.install\(\)$`)
+
+func editableFinder(l string) bool {
+	m := editableFinderLine.FindStringSubmatch(l)
+	return m != nil && m[1] == m[2]
+}
 
 var (
 	runLaterFile = setOf(RunLaterFiles)

@@ -123,7 +123,16 @@ func TestPlants(t *testing.T) {
 		}, func(t *testing.T, root string) { hostGit(t, filepath.Join(root, "wt"), "x") }, "gitlink .git/worktrees/wt/commondir"},
 		{"imap.tunnel", func(t *testing.T, root, m string) {
 			appendFile(t, filepath.Join(root, ".git/config"), "[imap]\n\ttunnel = touch "+m+"\n\tfolder = x\n")
-		}, nil, "config .git/config imap.tunnel"}, // no control: imap-send wants a mailbox
+		}, func(t *testing.T, root string) {
+			// git imap-send starts the tunnel before it talks IMAP: one
+			// patch on its standard input is enough.
+			patch := mustGit(t, root, "format-patch", "-1", "--stdout")
+			cmd := exec.Command(needGit(t), "imap-send")
+			cmd.Dir = root
+			cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME="+t.TempDir())
+			cmd.Stdin = strings.NewReader(patch)
+			cmd.Run() // fails after the tunnel ran: nothing speaks IMAP on it
+		}, "config .git/config imap.tunnel"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -142,8 +142,21 @@ type Options struct {
 	// Git is the git binary that reads config; "" means git on PATH.
 	Git string
 	// Watch are more paths, absolute, digested whole as RunLater (the
-	// directories on the agent's PATH a sandboxed command can write).
+	// directories on the agent's PATH a sandboxed command can write, the
+	// home's run-later files), taken as written (a '*' in a name is a
+	// '*').
 	Watch []string
+	// Sites are Python site-packages directories, absolute patterns
+	// (filepath.Match syntax, expanded at each scan, so a directory made
+	// during a run counts), whose start-up files are audited as RunLater: what
+	// python runs at every start, whatever the program imports (see
+	// sitePackages). At any depth of the tree they are found by name.
+	Sites []string
+	// GitConfigs are more git config files, absolute, audited as a
+	// repository's config is (keys off the allow-list, includes
+	// followed): the files the user's global config includes that a
+	// sandboxed command can write (IncludedConfigs).
+	GitConfigs []string
 	// Cache is the previous scan's Result.Cache: a RunLater file whose
 	// device, inode, size, mtime and ctime are unchanged keeps its digest
 	// without being read again (a toolchain's bin directory is large).
@@ -191,6 +204,15 @@ func ScanWith(root string, o Options) (*Result, error) {
 	s.walkTree(abs, o.RunLater)
 	for _, w := range o.Watch {
 		s.whole(w, RunLater, 0)
+	}
+	for _, pattern := range o.Sites {
+		matches, _ := filepath.Glob(pattern) // a bad pattern names nothing
+		for _, d := range matches {
+			s.sitePackages(d)
+		}
+	}
+	for _, c := range o.GitConfigs {
+		s.configFile(c, "", 0)
 	}
 	sort.Strings(s.res.GitDirs)
 	sort.Strings(s.res.ReadOnly)
@@ -259,6 +281,9 @@ func (s *scanner) walkTree(dir string, names bool) {
 			s.dotGit(p, e)
 		case names && (runLaterFile[name] || runLaterDir[name]):
 			s.whole(p, RunLater, 0)
+		case names && sitePackagesDir[name] && e.IsDir():
+			s.sitePackages(p)
+			s.walkTree(p, names)
 		case e.IsDir():
 			s.walkTree(p, names && name != "node_modules")
 		}

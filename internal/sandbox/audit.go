@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"path"
 	"path/filepath"
 	"time"
 
@@ -27,7 +28,7 @@ const RunStateDir = ".local/state/devbox/run"
 type Audit struct {
 	ws    string
 	home  string
-	watch []string
+	watch Watched
 	path  string
 	state *gitaudit.State
 	// Baseline is true when no audit had completed for the workspace:
@@ -38,9 +39,10 @@ type Audit struct {
 // BeginAudit loads the state of the last completed audit of ws from
 // home's RunStateDir; when there is none, it scans ws and records it as
 // the first state (so that even the first run, killed, is caught next
-// time). watch are more directories to audit whole, absolute: the ones on
-// the agent's PATH the sandbox leaves writable (WritablePath).
-func BeginAudit(ws, home string, watch []string) (*Audit, error) {
+// time). watch are the places outside ws to audit too: what of the
+// agent's PATH, the home's run-later places and the global git config's
+// includes the sandbox leaves writable (WatchedBy).
+func BeginAudit(ws, home string, watch Watched) (*Audit, error) {
 	if real, err := filepath.EvalSymlinks(ws); err == nil {
 		ws = real // the state is keyed by the path the scan reports
 	}
@@ -68,6 +70,46 @@ func BeginAudit(ws, home string, watch []string) (*Audit, error) {
 		return nil, fmt.Errorf("sandbox: audit state: %w", err)
 	}
 	return a, nil
+}
+
+// AcceptPlaceholders records, in the state this run is compared with, the
+// empty placeholders devbox itself made for the run (Prepare's paths) and
+// the .git directory made to hold one: a run started in a new
+// sub-directory makes new ones (its .git/hooks, .bashrc, ...), which the
+// command did not write. Only the placeholders themselves are accepted,
+// as scanned now (an empty file, an empty directory has no finding):
+// nothing the command, or a killed run, could have put there. The first
+// run has nothing to do (BeginAudit scanned after Prepare); otherwise this
+// scan is the cost, paid only when something was made.
+func (a *Audit) AcceptPlaceholders(created []string) error {
+	if a.Baseline || len(created) == 0 {
+		return nil
+	}
+	ours := map[string]bool{}
+	for _, c := range created {
+		rel, err := filepath.Rel(a.ws, c)
+		if err != nil {
+			continue
+		}
+		rel = filepath.ToSlash(rel)
+		ours[string(gitaudit.RunLater)+" "+rel] = true
+		if d := path.Dir(rel); path.Base(d) == ".git" {
+			ours[string(gitaudit.GitDir)+" "+d] = true
+		}
+	}
+	r, err := gitaudit.ScanWith(a.ws, a.options())
+	if err != nil {
+		return fmt.Errorf("sandbox: audit of %s: %w", a.ws, err)
+	}
+	for _, f := range r.Findings {
+		if _, known := a.state.Entries[f.ID()]; ours[f.ID()] && !known {
+			a.state.Entries[f.ID()] = f.Digest
+		}
+	}
+	if err := a.state.Save(a.path); err != nil {
+		return fmt.Errorf("sandbox: audit state: %w", err)
+	}
+	return nil
 }
 
 // Finish scans the workspace, compares it with the last completed audit's
@@ -102,7 +144,7 @@ func (s Spec) CanWrite(path string) bool {
 }
 
 func (a *Audit) options() gitaudit.Options {
-	o := gitaudit.Options{RunLater: true, Home: a.home, Watch: a.watch}
+	o := gitaudit.Options{RunLater: true, Home: a.home, Watch: a.watch.Paths, Sites: a.watch.Sites, GitConfigs: a.watch.GitConfigs}
 	if a.state != nil {
 		o.Cache = a.state.Cache
 	}

@@ -30,7 +30,7 @@ func TestAuditChanges(t *testing.T) {
 	big := make([]byte, 2<<20)
 	write("b/.envrc", string(big))
 
-	a, err := BeginAudit(ws, home, nil)
+	a, err := BeginAudit(ws, home, Watched{})
 	if err != nil || !a.Baseline {
 		t.Fatalf("BeginAudit: %v, baseline %v", err, a.Baseline)
 	}
@@ -92,16 +92,16 @@ func TestAuditChanges(t *testing.T) {
 	}
 
 	// The state advanced: a second audit reports nothing new.
-	a2, err := BeginAudit(ws, home, nil)
+	a2, err := BeginAudit(ws, home, Watched{})
 	if err != nil || a2.Baseline {
 		t.Fatalf("second BeginAudit: %v, baseline %v", err, a2.Baseline)
 	}
 	// A run whose audit never completes (devbox killed) leaves the
 	// change for the next one.
 	write("killed/.envrc", "evil")
-	a3, _ := BeginAudit(ws, home, nil)
+	a3, _ := BeginAudit(ws, home, Watched{})
 	_ = a3 // killed: no Finish
-	a4, _ := BeginAudit(ws, home, nil)
+	a4, _ := BeginAudit(ws, home, Watched{})
 	d4, err := a4.Finish()
 	if err != nil || len(d4.Changes) != 1 || d4.Changes[0].Path != "killed/.envrc" {
 		t.Errorf("after a killed run: %+v, %v", d4.Changes, err)
@@ -122,4 +122,49 @@ func sameSet(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// The placeholders a run started in a new sub-directory makes (devbox's,
+// not the command's) are not reported; what the command writes beside
+// them is.
+func TestAuditAcceptPlaceholders(t *testing.T) {
+	ws, home := t.TempDir(), t.TempDir()
+	a, err := BeginAudit(ws, home, Watched{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	var created []string
+	for _, rel := range []string{"sub/.bashrc", "sub/.git/config", "sub/.claude/settings.json"} {
+		p := filepath.Join(ws, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		created = append(created, p)
+	}
+	os.Mkdir(filepath.Join(ws, "sub/.git/hooks"), 0o755)
+	created = append(created, filepath.Join(ws, "sub/.git/hooks"))
+	a, err = BeginAudit(ws, home, Watched{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AcceptPlaceholders(created); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(ws, "sub/.envrc"), []byte("evil"), 0o644)             // the command's
+	os.WriteFile(filepath.Join(ws, "sub/.git/hooks/pre-commit"), []byte("x"), 0o755) // into a placeholder
+	d, err := a.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range d.Changes {
+		got = append(got, c.ID())
+	}
+	if want := []string{"hook sub/.git/hooks/pre-commit pre-commit", "runlater sub/.envrc"}; !sameSet(got, want) {
+		t.Errorf("changes %q, want %q", got, want)
+	}
 }

@@ -48,7 +48,7 @@ func BenchmarkPlan5000Files(b *testing.B) {
 // workspace, compared with the last completed audit's state and saved.
 func BenchmarkAudit5000Files(b *testing.B) {
 	home, ws := benchWorkspace(b)
-	a, err := BeginAudit(ws, home, nil)
+	a, err := BeginAudit(ws, home, Watched{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -604,3 +604,322 @@ func TestE2EWritablePathAudited(t *testing.T) {
 		}
 	})
 }
+
+// put writes the file p (absolute, under the box's root), owned by the
+// box's user with the directories it makes.
+func (b *box) put(p, content string) {
+	b.t.Helper()
+	write(b.t, p, content, 0o644)
+	if b.cred != nil {
+		for d := p; d != b.home && d != "/"; d = filepath.Dir(d) {
+			os.Lchown(d, b.uid, b.uid)
+		}
+	}
+}
+
+// The home's run-later places outside PATH, each planted alone in a run
+// whose policy makes it writable (the box's: the whole home): the run-end
+// audit names it, and a control shows the host program (bash, git,
+// python3) runs it. Not named TestE2E…: the container of
+// e2e/sandbox_test.go has no python3.
+func TestRunLaterHome(t *testing.T) {
+	python := devboxtest.RequireBinary(t, "python3")
+	git := devboxtest.RequireBinary(t, "git")
+	ver, err := exec.Command(python, "-c", `import sys; print("python%d.%d" % sys.version_info[:2])`).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pyver := strings.TrimSpace(string(ver))
+	forEachUser(t, func(t *testing.T, b *box) {
+		marker := filepath.Join(b.outside, "ran")
+		// What the user had before: Debian's .bashrc lines for
+		// .bash_aliases, a .gitconfig including a missing .gitconfig.local,
+		// a venv in the workspace.
+		b.put(filepath.Join(b.home, ".bashrc"), "if [ -f ~/.bash_aliases ]; then . ~/.bash_aliases; fi\n")
+		b.put(filepath.Join(b.home, ".gitconfig"), "[include]\n\tpath = ~/.gitconfig.local\n")
+		if out, err := exec.Command(python, "-m", "venv", "--without-pip", filepath.Join(b.ws, ".venv")).CombinedOutput(); err != nil {
+			t.Fatalf("python3 -m venv: %v\n%s", err, out)
+		}
+		if b.cred != nil {
+			filepath.Walk(filepath.Join(b.ws, ".venv"), func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, b.uid, b.uid) })
+		}
+		repo := filepath.Join(b.outside, "repo")
+		if out, err := exec.Command(git, "init", "-q", repo).CombinedOutput(); err != nil {
+			t.Fatalf("git init: %v\n%s", err, out)
+		}
+		userSite := filepath.Join(b.home, ".local/lib", pyver, "site-packages")
+		venvSite := filepath.Join(b.ws, ".venv/lib", pyver, "site-packages")
+		host := func(name string, args ...string) {
+			cmd := exec.Command(name, args...)
+			cmd.Dir = repo
+			cmd.Env = []string{"HOME=" + b.home, "PATH=/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1"}
+			cmd.Run()
+		}
+		for _, tc := range []struct {
+			name, script, line string
+			control            func()
+		}{
+			{"bash_aliases", "echo 'touch " + marker + "' > ~/.bash_aliases",
+				auditLine("new", "runlater", filepath.Join(b.home, ".bash_aliases")),
+				func() { host("bash", "-i", "-c", "true") }},
+			{"gitconfig include", "printf '[core]\\n\\tfsmonitor = touch " + marker + "; false\\n' > ~/.gitconfig.local",
+				auditLine("new", "config", filepath.Join(b.home, ".gitconfig.local")) + "git reads core.fsmonitor",
+				func() { host(git, "status") }},
+			{"user site .pth", "mkdir -p " + userSite + " && echo \"import os; open('" + marker + "', 'w')\" > " + userSite + "/zz.pth",
+				auditLine("new", "runlater", filepath.Join(userSite, "zz.pth")),
+				func() { host(python, "-c", "pass") }},
+			{"venv sitecustomize", "echo \"open('" + marker + "', 'w')\" > " + venvSite + "/sitecustomize.py",
+				auditLine("new", "runlater", ".venv/lib/"+pyver+"/site-packages/sitecustomize.py"),
+				func() { host(filepath.Join(b.ws, ".venv/bin/python"), "-c", "pass") }},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				os.Remove(marker)
+				b.run("true") // a completed audit: the state
+				out, code := b.run(tc.script)
+				if code != 1 || !strings.Contains(out, tc.line) {
+					t.Errorf("planted: status %d, want 1 and %q\n%s", code, tc.line, out)
+				}
+				if _, err := os.Stat(marker); err == nil {
+					t.Fatal("the plant ran during the run or its audit")
+				}
+				tc.control()
+				if _, err := os.Stat(marker); err != nil {
+					t.Errorf("control: the host program did not run the plant (so the case proves nothing)")
+				}
+			})
+		}
+		// Claude Code's state, when it exists, is read-only in every run
+		// (home writable or not); one created in a run is reported.
+		claude := filepath.Join(b.home, ".claude.json")
+		b.put(claude, "{}\n")
+		if out, code := b.run("echo '{\"mcpServers\":{}}' > ~/.claude.json"); code == 0 {
+			t.Errorf("~/.claude.json written in a run:\n%s", out)
+		}
+		if got, _ := os.ReadFile(claude); string(got) != "{}\n" {
+			t.Errorf("~/.claude.json after the run: %q", got)
+		}
+		line := auditLine("new", "runlater", filepath.Join(b.home, ".claude/.claude.json"))
+		if out, code := b.run("echo '{}' > ~/.claude/.claude.json"); code != 1 || !strings.Contains(out, line) {
+			t.Errorf("a new ~/.claude/.claude.json: status %d, want 1 and %q\n%s", code, line, out)
+		}
+	})
+}
+
+// The caches devbox run makes writable whatever the policy says (~/.npm,
+// ~/.cache) do not make their run-later parts writable: npx's packages
+// and pre-commit's environments are read-only unless allowWrite names
+// them, and audited when it does.
+func TestE2ECacheRunLater(t *testing.T) {
+	forEachUser(t, func(t *testing.T, b *box) {
+		for _, d := range []string{".npm", ".cache"} {
+			b.put(filepath.Join(b.home, d, "keep"), "")
+		}
+		for _, allow := range []string{``, `"~/.npm", "~/.cache/pre-commit"`} {
+			write(t, b.policy, `{"sandbox": {"enabled": true, "allowWrite": [`+allow+`]}}`, 0o644)
+			b.run("true")
+			out, code := b.run("mkdir -p ~/.npm/_npx/1234/node_modules && echo evil > ~/.npm/_npx/1234/package.json; " +
+				"mkdir -p ~/.cache/pre-commit/repo1 && echo evil > ~/.cache/pre-commit/repo1/hook; echo ok > ~/.npm/other; echo ok > ~/.cache/other")
+			for _, p := range []string{".npm/_npx/1234/package.json", ".cache/pre-commit/repo1/hook"} {
+				_, err := os.Stat(filepath.Join(b.home, p))
+				line := auditLine("new", "runlater", filepath.Join(b.home, p))
+				switch {
+				case allow == "" && err == nil:
+					t.Errorf("~/%s written with no allowWrite for it:\n%s", p, out)
+				case allow != "" && (err != nil || !strings.Contains(out, line) || code != 1):
+					t.Errorf("~/%s with allowWrite %s: %v, status %d, want it written and %q\n%s", p, allow, err, code, line, out)
+				}
+			}
+			for _, p := range []string{".npm/other", ".cache/other"} {
+				if _, err := os.Stat(filepath.Join(b.home, p)); err != nil {
+					t.Errorf("control: the cache ~/%s is not writable: %v\n%s", p, err, out)
+				}
+			}
+		}
+	})
+}
+
+// What docs/sandbox.md says devbox cannot refuse: a process of the
+// agent's uid outside the sandbox attaches to the sandboxed command with
+// ptrace (bwrap's user namespace is that uid's, and a namespace's owner
+// has every capability in it), while the same attach from inside is
+// refused (the seccomp filter). Not named TestE2E…: run on the test host
+// only.
+func TestSandboxPtraceFromOutside(t *testing.T) {
+	perl := devboxtest.RequireBinary(t, "perl")
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the probe uses x86-64 system call numbers")
+	}
+	devboxtest.RequireRoot(t)
+	b := newBox(t, 1000)
+	cmd := exec.Command(b.devbox, "run", "--policy", b.policy, "--workspace", b.ws, "--", "sh", "-c", "touch started; exec sleep 29.5")
+	cmd.Dir = b.ws
+	cmd.Env = []string{"HOME=" + b.home, "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: b.cred}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var sleeper int
+	for i := 0; i < 500 && sleeper == 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+		sleeper = descendant(cmd.Process.Pid, "sleep\x0029.5\x00")
+	}
+	if sleeper == 0 {
+		t.Fatal("the sandboxed sleep did not start")
+	}
+	// PTRACE_SEIZE (0x4206), then detach (17): 0 when attached, else errno.
+	probe := `for $p (@ARGV) { $r = syscall(101, 0x4206, $p+0, 0, 0); print $r == -1 ? $!+0 : 0; syscall(101, 17, $p+0, 0, 0) }`
+	out, err := exec.Command("setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", perl, "-e", probe, fmt.Sprint(sleeper)).CombinedOutput()
+	if err != nil || string(out) != "0" {
+		t.Errorf("attach from outside as uid 1000: %v %q, want 0 (attached), as docs/sandbox.md says", err, out)
+	}
+	out2, code := b.run(`perl -e '` + probe + `' $$`)
+	if code != 0 || !strings.HasPrefix(out2, "1") {
+		t.Errorf("attach from inside: status %d %q, want 1 (EPERM)", code, out2)
+	}
+}
+
+// descendant returns a descendant of pid whose command line is cmdline
+// (NUL-separated), or 0.
+func descendant(pid int, cmdline string) int {
+	parents := map[int]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var p int
+		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid …": comm may hold spaces and parentheses.
+		rest := stat[bytes.LastIndexByte(stat, ')')+1:]
+		var state string
+		var ppid int
+		fmt.Sscan(string(rest), &state, &ppid)
+		parents[p] = ppid
+	}
+	for p := range parents {
+		if c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); string(c) != cmdline {
+			continue
+		}
+		for q := parents[p]; q > 1; q = parents[q] {
+			if q == pid {
+				return p
+			}
+		}
+	}
+	return 0
+}
+
+// TestRunRealWork: the run-end audit's false alarms on real work. As uid
+// 1000, with the default policy and the caches a devbox image makes
+// (~/.npm, ~/.cache, ~/go), offline: `npm ci` of a project with a
+// dependency from a local tarball (with a bin and a postinstall script),
+// `go build` and `go vet` of a module with a vendored dependency, a venv
+// made in the run and `pip install .` then `pip install -e .` of a local
+// package (run from its sub-directory, so devbox makes placeholders
+// there). Each must succeed and the audit report nothing. It logs the
+// files each wrote and its time (the figures in docs/sandbox.md). Not
+// named TestE2E…: the container of e2e/sandbox_test.go has no npm, go or
+// python3.
+func TestRunRealWork(t *testing.T) {
+	npm := devboxtest.RequireBinary(t, "npm")
+	goBin := devboxtest.RequireBinary(t, "go")
+	const python = "/usr/bin/python3" // Debian's, which uid 1000 can run
+	if _, err := os.Stat(python); err != nil {
+		t.Fatalf("%s: %v", python, err)
+	}
+	b := newBox(t, 1000)
+	write(t, b.policy, `{"sandbox": {"enabled": true}}`, 0o644)
+	pathEnv := filepath.Dir(goBin) + ":/usr/bin:/bin"
+	setup := func(dir string, name string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir = dir
+		cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + pathEnv}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+	}
+
+	// npm: a dependency packed to a tarball outside the workspace.
+	dep := filepath.Join(b.outside, "dep")
+	write(t, filepath.Join(dep, "package.json"), `{"name": "dep", "version": "1.0.0", "bin": {"dep": "cli.js"},
+		"scripts": {"postinstall": "node -e \"require('fs').writeFileSync('built.txt', 'ok')\""}}`, 0o644)
+	write(t, filepath.Join(dep, "cli.js"), "#!/usr/bin/env node\nconsole.log('dep ran')\n", 0o755)
+	setup(dep, npm, "pack", "--pack-destination", b.outside)
+	write(t, filepath.Join(b.ws, "web/package.json"), fmt.Sprintf(`{"name": "web", "version": "1.0.0",
+		"dependencies": {"dep": "file:%s/dep-1.0.0.tgz"}, "scripts": {"build": "dep"}}`, b.outside), 0o644)
+	setup(filepath.Join(b.ws, "web"), npm, "install", "--package-lock-only", "--offline", "--no-audit", "--no-fund")
+
+	// go: a module with a vendored dependency.
+	for p, c := range map[string]string{
+		"goapp/go.mod":                         "module example.test/app\n\ngo 1.22\n\nrequire example.test/lib v1.0.0\n",
+		"goapp/main.go":                        "package main\n\nimport \"example.test/lib\"\n\nfunc main() { println(lib.Answer()) }\n",
+		"goapp/main_test.go":                   "package main\n\nimport (\n\t\"testing\"\n\n\t\"example.test/lib\"\n)\n\nfunc TestAnswer(t *testing.T) {\n\tif lib.Answer() != 42 {\n\t\tt.Fatal(\"no\")\n\t}\n}\n",
+		"goapp/vendor/modules.txt":             "# example.test/lib v1.0.0\n## explicit\nexample.test/lib\n",
+		"goapp/vendor/example.test/lib/lib.go": "package lib\n\nfunc Answer() int { return 42 }\n",
+		// python: a local package, setuptools from Debian (no index).
+		"pyapp/pyproject.toml":    "[build-system]\nrequires = [\"setuptools\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"pyapp\"\nversion = \"0.1\"\n",
+		"pyapp/pyapp/__init__.py": "ANSWER = 42\n",
+	} {
+		write(t, filepath.Join(b.ws, p), c, 0o644)
+	}
+	// A real repository with a commit: go build stamps the binary with it.
+	git := devboxtest.RequireBinary(t, "git")
+	setup(b.ws, git, "-c", "safe.directory=*", "init", "-q")
+	setup(b.ws, git, "-c", "safe.directory=*", "add", ".")
+	setup(b.ws, git, "-c", "safe.directory=*", "-c", "user.name=t", "-c", "user.email=t@x.test", "commit", "-qm", "projects")
+	for _, d := range []string{b.ws, filepath.Join(b.home, ".npm"), filepath.Join(b.home, ".cache"), filepath.Join(b.home, "go"), b.outside} {
+		os.MkdirAll(d, 0o755)
+		filepath.Walk(d, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 1000, 1000) })
+	}
+
+	run := func(dir, script string) (string, int, time.Duration) {
+		t.Helper()
+		cmd := exec.Command(b.devbox, "run", "--policy", b.policy, "--workspace", b.ws, "--", "sh", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = []string{"HOME=" + b.home, "PATH=" + pathEnv, "GOFLAGS=-mod=vendor", "GOPROXY=off", "GOTOOLCHAIN=local"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: b.cred}
+		t0 := time.Now()
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code, time.Since(t0)
+	}
+	run(b.ws, "true") // the first run records the workspace
+	for _, tc := range []struct{ name, dir, script, want string }{
+		{"npm ci", b.ws, "cd web && npm ci --offline --no-audit --no-fund && npm run build", "dep ran"},
+		{"go build", b.ws, "cd goapp && go build ./... && go vet ./... && go build -o app . && ./app", "42"},
+		{"pip install", filepath.Join(b.ws, "pyapp"), python + " -m venv --system-site-packages .venv && .venv/bin/pip install --no-index --no-build-isolation . && " +
+			".venv/bin/pip install --no-index --no-build-isolation -e . && .venv/bin/python -c 'import pyapp; print(pyapp.ANSWER + 0)'", "42"},
+	} {
+		before := countFiles(b.ws, b.home)
+		out, code, took := run(tc.dir, tc.script)
+		reports := strings.Count(out, "AUDIT:")
+		t.Logf("%s: status %d, %d files written, %d audit reports, %.1f s", tc.name, code, countFiles(b.ws, b.home)-before, reports, took.Seconds())
+		if code != 0 || reports != 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: status %d, %d audit reports, want 0 and 0 and %q in the output\n%s", tc.name, code, reports, tc.want, out)
+		}
+	}
+}
+
+// countFiles counts the files (not directories) under the roots.
+func countFiles(roots ...string) int {
+	n := 0
+	for _, r := range roots {
+		filepath.WalkDir(r, func(_ string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				n++
+			}
+			return nil
+		})
+	}
+	return n
+}

@@ -297,6 +297,19 @@ func (pl *planner) protect(ws string) ([]prot, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, n := range HomeStateRunLater {
+		p := path.Join(pl.cfg.Home, n)
+		if k, err := pl.fsys.Lstat(p); err != nil {
+			return nil, err
+		} else if k != Missing {
+			wants = append(wants, want{"~/" + n, p, File})
+		}
+	}
+	cacheWants, err := pl.cacheRunLater()
+	if err != nil {
+		return nil, err
+	}
+	wants = append(wants, cacheWants...)
 	for _, e := range pl.cfg.DenyWrite {
 		ps, err := pl.expand(e)
 		if err != nil {
@@ -327,6 +340,43 @@ func (pl *planner) protect(ws string) ([]prot, error) {
 		}
 	}
 	return prots, nil
+}
+
+// cacheRunLater are the CacheRunLater paths that neither the workspace nor
+// allowWrite covers: a toolchain cache alone, or /tmp (a home under /tmp),
+// does not make them writable.
+func (pl *planner) cacheRunLater() ([]want, error) {
+	var explicit []string
+	for _, e := range append([]string{pl.cfg.Workspace}, pl.cfg.AllowWrite...) {
+		ps, err := pl.expand(e)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			r, err := resolve(pl.fsys, p)
+			if err != nil {
+				return nil, err
+			}
+			explicit = append(explicit, r.Real)
+		}
+	}
+	var wants []want
+	for _, e := range CacheRunLater {
+		ps, err := pl.expand(e)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			r, err := resolve(pl.fsys, p)
+			if err != nil {
+				return nil, err
+			}
+			if deepest(r.Real, slices.Values(explicit)) == "" {
+				wants = append(wants, want{e, p, Dir})
+			}
+		}
+	}
+	return wants, nil
 }
 
 // allowWrite fills pl.writable: the workspace, /tmp and allowWrite. Deny

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -284,5 +285,93 @@ func TestPlanToolchainCaches(t *testing.T) {
 		if strings.Contains(n, "/go") {
 			t.Errorf("note about a missing cache: %q", n)
 		}
+	}
+}
+
+// A cache's run-later parts are read-only (placeholders when missing)
+// unless allowWrite covers them; Claude Code's state is read-only when it
+// exists, even in a writable home, and left alone when missing.
+func TestPlanCacheRunLater(t *testing.T) {
+	fsys := mapFS{"/home/dev/.npm": "dir", "/home/dev/.cache": "dir", "/home/dev/.claude.json": "file", "/w": "dir"}
+	for _, tc := range []struct {
+		allow []string
+		want  map[string]Access
+	}{
+		{nil, map[string]Access{"/home/dev/.npm/_npx/x": Readable, "/home/dev/.cache/pre-commit": Readable, "/home/dev/.npm/_cacache": Writable,
+			"/home/dev/.claude.json": Readable}},
+		{[]string{"~/.npm"}, map[string]Access{"/home/dev/.npm/_npx/x": Writable, "/home/dev/.cache/pre-commit": Readable}},
+		{[]string{"~"}, map[string]Access{"/home/dev/.npm/_npx/x": Writable, "/home/dev/.cache/pre-commit/y": Writable,
+			"/home/dev/.claude.json": Readable, "/home/dev/.claude/.claude.json": Writable}},
+	} {
+		cfg := ConfigFromPolicy(policy.Sandbox{AllowWrite: tc.allow}, "/home/dev", "/w", []string{"true"})
+		sp, err := Plan(cfg, fsys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, want := range tc.want {
+			if got := sp.Access(p); got != want {
+				t.Errorf("allowWrite %q: %s is %v, want %v", tc.allow, p, got, want)
+			}
+		}
+		for _, m := range sp.Mounts {
+			if m.Path == "/home/dev/.claude/.claude.json" || m.Path == "/home/dev/.claude.json" && m.Placeholder != Missing {
+				t.Errorf("allowWrite %q: a mount or placeholder for Claude Code's state: %+v", tc.allow, m)
+			}
+		}
+	}
+}
+
+// WatchedBy watches the home's run-later places a command can write: with
+// the home writable, the user site's pattern, the files of HomeRunLater;
+// with the default policy, none. (The home is outside /tmp, which every
+// run may write.)
+func TestWatchedBy(t *testing.T) {
+	home, err := os.MkdirTemp("/var/tmp", "devbox-watched-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	os.MkdirAll(filepath.Join(home, ".npm"), 0o755)
+	ws := filepath.Join(home, "ws")
+	os.MkdirAll(ws, 0o755)
+	for _, tc := range []struct {
+		allow []string
+		sites int
+		paths []string
+	}{
+		{nil, 0, nil},
+		{[]string{"~"}, len(HomeSites), []string{filepath.Join(home, ".bash_aliases"), filepath.Join(home, ".npm/_npx")}},
+	} {
+		sp, err := Plan(ConfigFromPolicy(policy.Sandbox{AllowWrite: tc.allow}, home, ws, []string{"true"}), OSFS{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := WatchedBy(sp, home, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(w.Sites) != tc.sites || len(tc.paths) == 0 && len(w.Paths) != 0 {
+			t.Errorf("allowWrite %q: %+v", tc.allow, w)
+		}
+		for _, p := range tc.paths {
+			if !slices.Contains(w.Paths, p) {
+				t.Errorf("allowWrite %q: %s not watched: %+v", tc.allow, p, w.Paths)
+			}
+		}
+		if tc.sites > 0 {
+			site := filepath.Join(home, ".local/lib/python3.11/site-packages")
+			os.MkdirAll(site, 0o755)
+			if m, _ := filepath.Glob(w.Sites[0]); len(m) != 1 || m[0] != site {
+				t.Errorf("the user site's pattern %q matches %q, want %s", w.Sites[0], m, site)
+			}
+		}
+	}
+}
+
+func TestGlobEscape(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a[1]*?")
+	os.MkdirAll(filepath.Join(dir, "x1"), 0o755)
+	if m, _ := filepath.Glob(filepath.Join(globEscape(dir), "x*")); len(m) != 1 || m[0] != filepath.Join(dir, "x1") {
+		t.Errorf("escaped pattern matches %q", m)
 	}
 }
