@@ -629,11 +629,18 @@ func TestE2ENoUserNamespace(t *testing.T) {
 			return
 		}
 		// clone3 (435 on both architectures) with a null argument: EFAULT
-		// or EINVAL from the kernel, ENOSYS (38) from the filter.
+		// or EINVAL from the kernel, ENOSYS (38) from the filter. In a
+		// container, Docker's profile (and devbox's, built on it) already
+		// answers ENOSYS outside: nothing to compare there.
 		perl := devboxtest.RequireBinary(t, "perl")
 		probe := `$r = syscall(435, 0, 0); print "clone3:", ($r == -1 ? $!+0 : "ok"), "\n"`
-		if ctl, err := exec.Command(perl, "-e", probe).Output(); err != nil || string(ctl) == "clone3:38\n" {
-			t.Fatalf("control: clone3 outside the sandbox: %v %q", err, ctl)
+		out3, err := exec.Command(perl, "-e", probe).Output()
+		if err == nil && string(out3) == "clone3:38\n" && inside() {
+			t.Logf("clone3 fails with ENOSYS outside the sandbox too (the container's seccomp profile): not compared")
+			return
+		}
+		if err != nil || string(out3) == "clone3:38\n" {
+			t.Fatalf("control: clone3 outside the sandbox: %v %q", err, out3)
 		}
 		if out, code := b.run("perl -e '" + probe + "'"); code != 0 || !strings.HasPrefix(out, "clone3:38\n") {
 			t.Errorf("clone3 inside: status %d\n%s\nwant ENOSYS (38)", code, out)
@@ -648,7 +655,9 @@ func TestE2ENoUserNamespace(t *testing.T) {
 // compiler and linker; Go uses clone), as the agent's user only (a cold
 // build cache costs a minute on a loaded machine). On the test host every one of them
 // must be there; inside a container, those the image lacks are named and
-// left out.
+// left out, and so is ps: in the weaker mode /proc is the container's, in
+// which procps cannot find itself by the pid it has in its own PID
+// namespace ("fatal library error, lookup self"), filter or not.
 func TestE2EOrdinaryPrograms(t *testing.T) {
 	cases := []struct {
 		bin, script, want string
@@ -677,6 +686,10 @@ func TestE2EOrdinaryPrograms(t *testing.T) {
 	forEachUser(t, func(t *testing.T, b *box) {
 		for _, c := range cases {
 			if c.bin == "go" && b.uid == 0 {
+				continue
+			}
+			if c.bin == "ps" && inside() {
+				t.Logf("ps: left out in a container (the weaker mode's /proc is the container's)")
 				continue
 			}
 			if _, err := exec.LookPath(c.bin); err != nil {
