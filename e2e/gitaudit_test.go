@@ -14,9 +14,11 @@ import (
 // host: a submodule hook and a nested core.fsmonitor (existing paths: the
 // write must be refused), a worktree's config.worktree and a new nested
 // repository (new paths: the next start must fail with the audit naming
-// each). Then, as the host's user, it runs the chains' git commands and
-// checks the marker was never created; after `devbox audit --accept` the
-// start goes through.
+// each). The same for the files other tools on the host run: the
+// repository's .vscode/settings.json and .envrc exist (refused), Claude
+// Code's .claude/settings.json and .mcp.json do not (reported). Then, as
+// the host's user, it runs the chains' git commands and checks the marker
+// was never created; after `devbox audit --accept` the start goes through.
 func TestGitPersistence(t *testing.T) {
 	e := setup(t)
 	w := startWorld(t, e.d, e.base, e.worldd)
@@ -46,6 +48,9 @@ func TestGitPersistence(t *testing.T) {
 	git(repo, "commit", "-qm", "root")
 	git(repo, "worktree", "add", "-q", "wt")
 	git(filepath.Join(repo, "vendor/x"), "init", "-q")
+	os.MkdirAll(filepath.Join(repo, ".vscode"), 0o755)
+	os.WriteFile(filepath.Join(repo, ".vscode/settings.json"), []byte("{}\n"), 0o644)
+	os.WriteFile(filepath.Join(repo, ".envrc"), []byte("export A=1\n"), 0o644)
 
 	run(t, repo, nil, e.devbox, "lock", ".devcontainer/devbox.policy.jsonc")
 	out := run(t, repo, nil, e.devbox, "init")
@@ -53,7 +58,7 @@ func TestGitPersistence(t *testing.T) {
 		t.Errorf("init did not record the audit's first state:\n%s", out)
 	}
 	cfg, _ := os.ReadFile(filepath.Join(repo, ".devcontainer/devcontainer.json"))
-	for _, rel := range []string{".git/hooks", ".git/config", ".git/modules/lib/hooks", ".git/modules/lib/config", "vendor/x/.git/hooks", "vendor/x/.git/config"} {
+	for _, rel := range []string{".git/hooks", ".git/config", ".git/modules/lib/hooks", ".git/modules/lib/config", "vendor/x/.git/hooks", "vendor/x/.git/config", ".vscode", ".envrc"} {
 		if !strings.Contains(string(cfg), "${localWorkspaceFolder}/"+rel+",") {
 			t.Errorf("devcontainer.json does not mount %s read-only:\n%s", rel, cfg)
 		}
@@ -79,15 +84,15 @@ func TestGitPersistence(t *testing.T) {
 	}
 	n := 0
 	for _, line := range strings.Split(table, "\n") {
-		if strings.Contains(line, "plant a git hook or config the host runs") {
+		if strings.Contains(line, "plant a file the host runs") {
 			n++
 			if !strings.Contains(line, "read-only file system") {
 				t.Errorf("not stopped by a read-only mount: %s", line)
 			}
 		}
 	}
-	if n < 4 {
-		t.Errorf("%d git plant attempts in the escape suite, want ≥ 4 (submodule and nested repository hooks and config)", n)
+	if n < 6 {
+		t.Errorf("%d plant attempts in the escape suite, want ≥ 6 (submodule and nested repository hooks and config, .vscode, .envrc)", n)
 	}
 
 	// Existing paths: refused.
@@ -95,6 +100,8 @@ func TestGitPersistence(t *testing.T) {
 		{"submodule hook", "printf '" + plant + "' > " + ws + "/.git/modules/lib/hooks/post-checkout && chmod +x " + ws + "/.git/modules/lib/hooks/post-checkout"},
 		{"nested core.fsmonitor", "printf '[core]\\n\\tfsmonitor = touch " + marker + "\\n' >> " + ws + "/vendor/x/.git/config"},
 		{"top-level hook", "printf '" + plant + "' > " + ws + "/.git/hooks/post-checkout"},
+		{"VS Code task", "printf '{\"version\": \"2.0.0\", \"tasks\": [{\"label\": \"x\", \"type\": \"shell\", \"command\": \"touch " + marker + "\", \"runOptions\": {\"runOn\": \"folderOpen\"}}]}' > " + ws + "/.vscode/tasks.json"},
+		{".envrc", "echo 'touch " + marker + "' >> " + ws + "/.envrc"},
 	} {
 		out, err := sh(attempt.script)
 		if err == nil || !strings.Contains(out, "Read-only file system") {
@@ -111,6 +118,8 @@ func TestGitPersistence(t *testing.T) {
 		{"commondir second line", "printf '../..\\nx\\n' > " + ws + "/.git/worktrees/wt/commondir"},
 		{"bare repository, linked HEAD", "mkdir -p " + ws + "/store/objects " + ws + "/store/refs/heads && ln -s refs/heads/main " + ws + "/store/HEAD && " +
 			"printf '[alias]\\n\\tx = !touch " + marker + "\\n' > " + ws + "/store/config"},
+		{"Claude Code hook", "mkdir -p " + ws + "/.claude && printf '{\"hooks\": {\"SessionStart\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"touch " + marker + "\"}]}]}}' > " + ws + "/.claude/settings.json"},
+		{"MCP server", "printf '{\"mcpServers\": {\"x\": {\"command\": \"touch\", \"args\": [\"" + marker + "\"]}}}' > " + ws + "/.mcp.json"},
 		{"new nested repository", "mkdir -p " + ws + "/newrepo/.git/objects " + ws + "/newrepo/.git/refs " + ws + "/newrepo/.git/hooks && " +
 			"echo 'ref: refs/heads/main' > " + ws + "/newrepo/.git/HEAD && " +
 			"printf '[core]\\n\\tfsmonitor = touch " + marker + "\\n' > " + ws + "/newrepo/.git/config && " +
@@ -135,7 +144,8 @@ func TestGitPersistence(t *testing.T) {
 	}
 	report := err.Error()
 	for _, want := range []string{".git/worktrees/wt/config.worktree", "core.fsmonitor", "newrepo/.git", "newrepo/.git/hooks/post-checkout", "devbox audit --accept",
-		".git/rebase-merge/git-rebase-todo", ".git/worktrees/wt/commondir", "store/config", "alias.x", "store/HEAD"} {
+		".git/rebase-merge/git-rebase-todo", ".git/worktrees/wt/commondir", "store/config", "alias.x", "store/HEAD",
+		"runlater   .claude/settings.json", "runlater   .mcp.json"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the failed start's audit report does not name %q:\n%s", want, tail(report))
 		}
@@ -180,7 +190,9 @@ func TestGitPersistence(t *testing.T) {
 	}
 	devcontainerUp(t, e, repo)
 	cfg, _ = os.ReadFile(filepath.Join(repo, ".devcontainer/devcontainer.json"))
-	if !strings.Contains(string(cfg), "${localWorkspaceFolder}/newrepo/.git/config,") {
-		t.Errorf("the start's devbox init did not add the new repository's read-only mounts:\n%s", cfg)
+	for _, rel := range []string{"newrepo/.git/config", ".claude", ".mcp.json"} {
+		if !strings.Contains(string(cfg), "${localWorkspaceFolder}/"+rel+",") {
+			t.Errorf("the start's devbox init did not add the read-only mount of %s:\n%s", rel, cfg)
+		}
 	}
 }

@@ -110,7 +110,8 @@ func TestSandboxInContainer(t *testing.T) {
 		}
 		for _, name := range []string{"TestE2EDenyRead", "TestE2EMandatoryDenyWrite", "TestE2EWritablePaths",
 			"TestE2ENoNetwork", "TestE2EExitStatus", "TestE2ESignalForwarded", "TestE2ETerminal",
-			"TestE2ERunEndAudit", "TestE2EKilledRunAudited", "TestE2ECacheRunLater"} {
+			"TestE2ERunEndAudit", "TestE2EKilledRunAudited", "TestE2ECacheRunLater",
+			"TestE2ENoUserNamespace", "TestE2EOrdinaryPrograms"} {
 			if seen[name] != "PASS" {
 				t.Errorf("%s inside the container: %q, want PASS", name, seen[name])
 			}

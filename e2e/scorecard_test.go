@@ -18,6 +18,7 @@ import (
 
 	"github.com/devbox-dev/devbox/internal/devboxtest"
 	"github.com/devbox-dev/devbox/internal/escape"
+	"github.com/devbox-dev/devbox/internal/gitaudit"
 	"github.com/devbox-dev/devbox/internal/testworld"
 )
 
@@ -43,25 +44,20 @@ func rowWanted(name string) bool {
 // the scorecard judged wrong.
 var controlMustEscape = []string{"egress-addr", "egress-name", "dns-tunnel", "fronting", "udp", "metadata", "persistence"}
 
-// defaultModeWritable are the files of the workspace that devbox's
-// default mode leaves the agent free to write (only .git/hooks, .git/config
-// and .devcontainer are read-only mounts there; `devbox run` and isolated
-// mode protect these too), as DIR/BASE of the attempt's target. The guard
-// fails on any other escape; docs/scorecard.md says what they mean.
-var defaultModeWritable = map[string]bool{
-	".vscode/settings.json": true, ".vscode/tasks.json": true, ".claude/settings.json": true,
-	"repo/.mcp.json": true, "repo/.envrc": true,
-}
-
 // metadataIP is where the world stands in for the cloud metadata service.
 var metadataIP = netip.MustParseAddr("169.254.169.254")
 
 // TestScorecard runs `devbox escape` in each row's sandbox, against the
 // same world: the control (no fence) must let out everything a world can
-// see and devbox default must let out nothing. With DEVBOX_SCORECARD_OUT
-// set, each card is written there as ROW.json, and table.md beside them.
+// see and devbox default must let out nothing: each attempt is blocked, or
+// (a workspace file that did not exist when the container was created, so
+// no read-only mount covers it) named by the host's `devbox audit` run
+// after the scorecard, as the next start's initializeCommand runs it. With
+// DEVBOX_SCORECARD_OUT set, each card is written there as ROW.json, and
+// table.md beside them.
 func TestScorecard(t *testing.T) {
 	e := setup(t)
+	t.Setenv("XDG_STATE_HOME", t.TempDir()) // the host audit's accepted states
 	w := startWorld(t, e.d, e.base, e.worldd, func(w *world) []string {
 		return []string{"*.exfil.test TXT 60 arrived", "*.exfil.test A 60 " + w.W2}
 	})
@@ -110,25 +106,15 @@ func TestScorecard(t *testing.T) {
 		})
 	}
 	noEscape := func(t *testing.T, c escape.Card) {
-		known := 0
 		for _, r := range c.Results {
-			if r.Outcome != escape.Escaped {
-				continue
+			if r.Outcome == escape.Escaped {
+				t.Errorf("escaped: %s: %s %s: %s", r.Category, r.Check, r.Target, r.Detail)
 			}
-			if r.Category == "persistence" && defaultModeWritable[filepath.Base(filepath.Dir(r.Target))+"/"+filepath.Base(r.Target)] {
-				known++
-				t.Logf("known (docs/scorecard.md): %s %s", r.Check, r.Target)
-				continue
-			}
-			t.Errorf("escaped: %s: %s %s: %s", r.Category, r.Check, r.Target, r.Detail)
 		}
 		for _, r := range c.Rows {
 			if !r.Judged {
 				t.Errorf("%s not judged: %s", r.Title, r.Why)
 			}
-		}
-		if known != len(defaultModeWritable) {
-			t.Logf("%d of the %d files default mode leaves writable were written: update defaultModeWritable and docs/scorecard.md", known, len(defaultModeWritable))
 		}
 	}
 	var image string
@@ -179,7 +165,11 @@ func TestScorecard(t *testing.T) {
 		id := devcontainerUp(t, e, repo)
 		requireFenced(t, e.d, id, "")
 		ws := "/workspaces/" + filepath.Base(repo)
-		return scoreContainer(t, e, id, meta, secret, config(ws), devcontainerArgv(e, repo))
+		c := config(ws)
+		c.LeavePlanted = true
+		card := scoreContainer(t, e, id, meta, secret, c, devcontainerArgv(e, repo))
+		hostAudit(t, e, repo, ws, &card)
+		return card
 	}, noEscape)
 
 	row("devbox-run", func(t *testing.T) escape.Card {
@@ -236,6 +226,40 @@ func TestScorecard(t *testing.T) {
 		escape.WriteMarkdown(&b, loadCards(t, out))
 		os.WriteFile(filepath.Join(out, "table.md"), b.Bytes(), 0o644)
 		t.Logf("table (all cards in %s):\n%s", out, b.String())
+	}
+}
+
+// hostAudit runs `devbox audit` on the host over repo after a scorecard
+// that left what it could write (LeavePlanted), as the initializeCommand
+// does before the next start, and marks each persistence escape it names
+// as reported. An audit that names nothing, or misses one, leaves it
+// escaped.
+func hostAudit(t *testing.T, e env, repo, ws string, card *escape.Card) {
+	t.Helper()
+	out, err := runErr(repo, nil, e.devbox, "audit", "--json")
+	var d gitaudit.Diff
+	if jerr := json.Unmarshal([]byte(out), &d); jerr != nil {
+		t.Fatalf("devbox audit --json (%v): %v\n%s", err, jerr, out)
+	}
+	if d.OK() != (err == nil) {
+		t.Errorf("devbox audit: exit %v with %d changes: a start would not stop", err, len(d.Changes))
+	}
+	named := map[string]gitaudit.Change{}
+	for _, c := range d.Changes {
+		named[c.Path] = c
+	}
+	card.MarkReported(func(r escape.ScoredResult) (string, bool) {
+		rel, ok := strings.CutPrefix(r.Target, ws+"/")
+		c, found := named[rel]
+		if r.Category != "persistence" || !ok || !found {
+			return "", false
+		}
+		return "the host's devbox audit stops the next start: " + strings.Join(strings.Fields(c.String()), " "), true
+	})
+	for _, r := range card.Results {
+		if r.Outcome == escape.Reported {
+			t.Logf("reported at the next start: %s: %s", r.Target, r.Detail)
+		}
 	}
 }
 

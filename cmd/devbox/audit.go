@@ -12,7 +12,7 @@ import (
 
 var auditCommand = &cli.Command{
 	Name:      "audit",
-	Usage:     "on the host: report what in the workspace's git directories could make git run a program, that nobody accepted",
+	Usage:     "on the host: report what in the workspace's git directories could make git run a program, and the files other tools run, that nobody accepted",
 	ArgsUsage: "[DIR]",
 	Description: `Finds every directory under DIR (default: the current directory) git could use
 as a git directory: any .git entry, any directory with a HEAD entry beside
@@ -28,11 +28,18 @@ nothing); every entry but a short allow-list (user.name/email, branch.*.remote/
 merge, remote.*.url with an https/ssh/local URL, remote.*.fetch, core format
 flags, ...) is a finding, shown with git's own key. Includes are followed.
 
+The files other host tools run or obey are findings too, at any depth outside
+node_modules: .vscode/, .claude/, .mcp.json, .envrc, .cursor/, .gemini/,
+.idea/, .husky/, lefthook.yml, .pre-commit-config.yaml, shell start-up files
+(not the root's .devcontainer, a read-only mount devbox init rewrites, and not
+empty files).
+
 It compares them with the state last accepted for DIR, kept outside the
 workspace in $XDG_STATE_HOME/devbox/audit (default ~/.local/state/devbox/audit),
 and fails listing everything new or changed. The dev container's
-initializeCommand runs it before every start, so a hook or fsmonitor written
-inside the container stops the next start instead of running on the host.
+initializeCommand runs it before every start, so a hook, an fsmonitor or a
+VS Code task written inside the container stops the next start instead of
+running on the host.
 After reviewing, --accept records the current state. See docs/git.md.`,
 	Flags: []cli.Flag{
 		&cli.BoolFlag{Name: "accept", Usage: "record the current state as reviewed (prints what it accepts)"},

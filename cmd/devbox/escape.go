@@ -29,7 +29,9 @@ Network attempts are judged only against a world: servers of devbox's test
 world (worldd) that answer in a way the probe recognizes, named by --world
 FILE or the flags below. Without one those categories are "not judged".
 The persistence attempts need --workspace and/or --home: the directories the
-sandbox shares with the host. Nothing is left changed.
+sandbox shares with the host. Nothing is left changed, unless
+--leave-planted: then each file it could write gets a line naming the
+nonce, and stays, for the host's audit to find (a throwaway workspace only).
 
 Exit status 1 when anything escaped; with --must-escape, 1 when any attempt
 of the listed categories was blocked or not judged (the control's check).`,
@@ -48,6 +50,7 @@ of the listed categories was blocked or not judged (the control's check).`,
 		&cli.StringFlag{Name: "secret", Usage: "a `MARKER` planted outside the sandbox: found anywhere, it is a leak"},
 		&cli.StringSliceFlag{Name: "secret-file", Usage: "another credential `FILE` to try reading (repeatable)"},
 		&cli.StringFlag{Name: "nonce", Usage: "`MARK` put in every query and datagram, to find them in the world's log"},
+		&cli.BoolFlag{Name: "leave-planted", Usage: "leave what the persistence attempts could write (a line naming the nonce), for the host's audit to find"},
 		&cli.StringFlag{Name: "sandbox", Usage: "`NAME` of what is measured, printed in the JSON"},
 		&cli.StringFlag{Name: "must-escape", Usage: "comma-separated `CATEGORIES` that must escape (a control with no fence)"},
 		&cli.DurationFlag{Name: "timeout", Value: 2 * time.Second, Usage: "time limit for each attempt"},
@@ -124,6 +127,7 @@ func escapeConfig(c *cli.Context) (escape.Config, error) {
 	set(&cfg.Secret, "secret")
 	set(&cfg.Nonce, "nonce")
 	cfg.SecretFiles = append(cfg.SecretFiles, c.StringSlice("secret-file")...)
+	cfg.LeavePlanted = cfg.LeavePlanted || c.Bool("leave-planted")
 	if cfg.World != nil && emptyWorld(cfg.World) {
 		return cfg, errors.New("--world: the world names no destination")
 	}

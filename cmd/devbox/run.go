@@ -106,8 +106,8 @@ func runAction(c *cli.Context) error {
 		}
 		if probe.Weaker {
 			cfg.Weaker = true
-			fmt.Fprintf(c.App.ErrWriter, "devbox run: WEAKER SANDBOX: no new /proc and no ban on nested user namespaces, because the full sandbox failed here (bwrap: %s). "+
-				"The command sees this container's processes in /proc; files, writes and network are confined as usual. See docs/sandbox.md.\n", probe.Reason)
+			fmt.Fprintf(c.App.ErrWriter, "devbox run: WEAKER SANDBOX: no new /proc and no bwrap --disable-userns, because the full sandbox failed here (bwrap: %s). "+
+				"The command sees this container's processes in /proc; files, writes and network are confined as usual, and devbox's seccomp filter still refuses nested user namespaces. See docs/sandbox.md.\n", probe.Reason)
 		}
 	}
 	spec, err := sandbox.Plan(cfg, sandbox.OSFS{})

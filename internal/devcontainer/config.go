@@ -103,9 +103,11 @@ type hostLayout struct {
 	isolated bool
 	// podmanRootful: the engine is rootful Podman (PodmanRootfulRunArg).
 	podmanRootful bool
-	// readOnly are the git paths to mount read-only, relative to the
-	// workspace: every git directory's hooks/, config and config.worktree
-	// that exist (a bind mount of a missing path fails the start).
+	// readOnly are the paths to mount read-only, relative to the
+	// workspace: every git directory's hooks/, config and config.worktree,
+	// and the files and directories other tools run (.vscode, .claude,
+	// .mcp.json, .envrc, …: gitaudit's run-later names), that exist (a bind
+	// mount of a missing path fails the start).
 	readOnly []string
 }
 
@@ -116,9 +118,9 @@ func roMount(rel string) string {
 
 // mounts are the read-only bind mounts that stop code in the container from
 // planting what the host later runs (git hooks, git config aliases and
-// fsmonitor of every git directory, the dev container definition itself),
-// plus Claude's volume. They are init's block of "mounts", rewritten by
-// every init.
+// fsmonitor of every git directory, editor and agent settings, .envrc, the
+// dev container definition itself), plus Claude's volume. They are init's
+// block of "mounts", rewritten by every init.
 func mounts(p *policy.Policy, l hostLayout) []string {
 	var out []string
 	if l.isolated {

@@ -78,6 +78,37 @@ func TestMountsBlock(t *testing.T) {
 	}
 }
 
+// TestMountsRunLater: the files and directories other tools on the host
+// run or obey (editor and agent settings, .envrc, hook managers) that
+// exist when init runs are read-only mounts in the block, like the git
+// paths; one that goes away loses its mount (a bind of a missing path
+// fails the start); the root's .devcontainer is mounted once.
+func TestMountsRunLater(t *testing.T) {
+	root := t.TempDir()
+	opts := buildOpts(t, root)
+	gitDir(t, root)
+	for _, f := range []string{".vscode/settings.json", ".vscode/tasks.json", ".claude/settings.json", ".mcp.json", ".envrc", "pkg/.envrc"} {
+		write(t, root, f, "{}\n")
+	}
+	mustInit(t, opts)
+	got := string(read(t, root, ConfigFile))
+	block := got[strings.Index(got, BlockBegin):strings.Index(got, BlockEnd)]
+	for _, rel := range []string{".vscode", ".claude", ".mcp.json", ".envrc", "pkg/.envrc", ".git/hooks", ".git/config"} {
+		if !strings.Contains(block, roMount(rel)+`"`) {
+			t.Errorf("block lacks a read-only mount of %s:\n%s", rel, block)
+		}
+	}
+	if n := strings.Count(block, "/.devcontainer,"); n != 2 { // source and target of one mount
+		t.Errorf(".devcontainer mounted %d/2 times:\n%s", n, block)
+	}
+	os.Remove(filepath.Join(root, ".envrc"))
+	mustInit(t, opts)
+	got = string(read(t, root, ConfigFile))
+	if strings.Contains(got, roMount(".envrc")+`"`) || !strings.Contains(got, roMount("pkg/.envrc")) {
+		t.Errorf("after removing .envrc:\n%s", got)
+	}
+}
+
 // TestInitIsolated: --isolated moves the workspace to a volume cloned from
 // a read-only bind of the checkout (no git path mounted one by one), the
 // start command passes --isolated on, and going back to the default mode

@@ -392,7 +392,8 @@ func (c *checker) isolatedMode(ro map[string]bool) {
 }
 
 // gitDirs reports how the hooks and config of the workspace's other git
-// directories (submodules, worktrees, nested repositories) are protected:
+// directories (submodules, worktrees, nested repositories), and the files
+// other tools run (gitaudit.RunLaterFiles, RunLaterDirs), are protected:
 // read-only when they existed when the container was created; otherwise
 // only by `devbox audit` on the host before the next start.
 func (c *checker) gitDirs(ro map[string]bool) {
@@ -416,8 +417,9 @@ func (c *checker) gitDirs(ro map[string]bool) {
 			writable = append(writable, rel)
 		}
 	}
-	c.add("git directories", Info, "", "workspace mode: bind (the host checkout); %d more git hooks/config paths mounted read-only; "+
-		"`devbox audit` on the host checks every git directory's hooks and config before each start", roN)
+	c.add("git directories", Info, "", "workspace mode: bind (the host checkout); %d more git hooks/config paths mounted read-only "+
+		"(with the files other tools run: .vscode, .claude, .mcp.json, .envrc, …); "+
+		"`devbox audit` on the host checks every git directory's hooks and config, and those files, before each start", roN)
 	if len(writable) > 0 {
 		c.add("git directories", Info, "", "writable, created after the container was (the host's `devbox audit` stops the next start until they are accepted; "+
 			"Rebuild mounts them read-only): %s", strings.Join(writable, " "))

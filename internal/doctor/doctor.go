@@ -100,8 +100,8 @@ type Options struct {
 	Routes     func(context.Context) ([]Route, error)
 	DialDirect func(ctx context.Context, host string) error
 	// GitPaths lists the hooks directories and config files of every git
-	// directory in a workspace, relative to it (gitaudit's ReadOnly); nil
-	// skips the check.
+	// directory in a workspace and the files other tools run, relative to
+	// it (gitaudit's ReadOnly); nil skips the check.
 	GitPaths func(workspace string) ([]string, error)
 	// IsolatedWorkspace is the workspace volume in isolated mode
 	// (layout.IsolatedWorkspaceEnv); "" is the default, bind mode.

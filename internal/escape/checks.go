@@ -241,7 +241,8 @@ func Checks(t Targets) []Check {
 		}
 		// Every other git directory the workspace had when the container
 		// was created (submodules, worktrees, nested repositories): a hook
-		// or a config key planted there would run on the host (issue 14).
+		// or a config key planted there would run on the host (issue 14);
+		// and the files other tools run (.vscode, .claude, .envrc, …).
 		if r, err := gitaudit.Scan(ws); err == nil {
 			for _, rel := range r.ReadOnly {
 				if rel == ".git/hooks" || rel == ".git/config" {
@@ -250,8 +251,10 @@ func Checks(t Targets) []Check {
 				p := filepath.Join(ws, rel)
 				if filepath.Base(rel) == "hooks" {
 					p = filepath.Join(p, "post-checkout")
+				} else if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+					p = filepath.Join(p, "devbox-escape-probe")
 				}
-				add("plant a git hook or config the host runs", p, MustFail, func(context.Context) error { return writeFile(p) })
+				add("plant a file the host runs", p, MustFail, func(context.Context) error { return writeFile(p) })
 			}
 		}
 	}

@@ -69,6 +69,14 @@ type Attempt struct {
 // as blocked.
 const NotApplicable Outcome = "n/a"
 
+// Reported is the outcome of a write the sandbox let through but that the
+// host's audit names before the sandbox starts again (devbox's default
+// mode: `devbox audit` in the initializeCommand fails the next start until
+// the user has reviewed it). Not blocked: a host tool that reads the file
+// before that start is not stopped. Only a harness on the host can tell
+// (Card.MarkReported): the scorecard inside sees an escape.
+const Reported Outcome = "reported"
+
 // ScoredResult is one attempt's result in the scorecard.
 type ScoredResult struct {
 	Category string `json:"category"`
@@ -82,11 +90,14 @@ type Row struct {
 	// Judged is false when the category could not be judged here (no
 	// world given, no workspace or home shared with the host); Why says
 	// what was missing.
-	Judged        bool     `json:"judged"`
-	Why           string   `json:"why,omitempty"`
-	Attempts      int      `json:"attempts"`
-	Blocked       int      `json:"blocked"`
-	Escaped       int      `json:"escaped"`
+	Judged   bool   `json:"judged"`
+	Why      string `json:"why,omitempty"`
+	Attempts int    `json:"attempts"`
+	Blocked  int    `json:"blocked"`
+	Escaped  int    `json:"escaped"`
+	// Reported are escapes the host's audit names at the next start
+	// (Reported), counted apart from both.
+	Reported      int      `json:"reported,omitempty"`
 	NotApplicable int      `json:"notApplicable"`
 	Evidence      []string `json:"evidence,omitempty"`
 }
@@ -138,11 +149,30 @@ func Score(ctx context.Context, attempts []Attempt, notJudged map[string]string,
 				r.Outcome = NotApplicable
 			}
 			card.Results = append(card.Results, ScoredResult{Category: c.ID, Result: r})
+		}
+		card.Rows = append(card.Rows, row)
+	}
+	card.tally()
+	return card
+}
+
+// tally counts each row's results again, and the card's escapes.
+func (c *Card) tally() {
+	c.Escapes = 0
+	for i := range c.Rows {
+		row := &c.Rows[i]
+		row.Attempts, row.Blocked, row.Escaped, row.Reported, row.NotApplicable, row.Evidence = 0, 0, 0, 0, 0, nil
+		for _, r := range c.Results {
+			if r.Category != row.Category {
+				continue
+			}
 			row.Attempts++
 			switch r.Outcome {
 			case Escaped:
 				row.Escaped++
 				row.Evidence = append(row.Evidence, oneLine(r.Check+" "+r.Target+": "+r.Detail))
+			case Reported:
+				row.Reported++
 			case NotApplicable:
 				row.NotApplicable++
 			default:
@@ -152,10 +182,25 @@ func Score(ctx context.Context, attempts []Attempt, notJudged map[string]string,
 		if row.Judged && row.Attempts == row.NotApplicable {
 			row.Why = "nothing to attempt here"
 		}
-		card.Escapes += row.Escaped
-		card.Rows = append(card.Rows, row)
+		c.Escapes += row.Escaped
 	}
-	return card
+}
+
+// MarkReported turns each escaped result that audited names into Reported,
+// its detail extended with how the audit named it, and counts the card
+// again. The harness that ran the sandbox calls it after running the
+// host's audit over what the scorecard left (Config.LeavePlanted).
+func (c *Card) MarkReported(audited func(ScoredResult) (how string, ok bool)) {
+	for i, r := range c.Results {
+		if r.Outcome != Escaped {
+			continue
+		}
+		if how, ok := audited(r); ok {
+			c.Results[i].Outcome = Reported
+			c.Results[i].Detail += "; " + how
+		}
+	}
+	c.tally()
 }
 
 // Row returns the row of category id.
@@ -168,14 +213,17 @@ func (c Card) Row(id string) (Row, bool) {
 	return Row{}, false
 }
 
-// Verdict is a row's one-word summary: "blocked", "ESCAPED", "not judged"
-// or "n/a".
+// Verdict is a row's one-word summary: "blocked", "ESCAPED", "reported"
+// (nothing escaped, some writes are named by the host's audit at the next
+// start), "not judged" or "n/a".
 func (r Row) Verdict() string {
 	switch {
 	case !r.Judged:
 		return "not judged"
 	case r.Escaped > 0:
 		return "ESCAPED"
+	case r.Reported > 0:
+		return "reported"
 	case r.Blocked == 0:
 		return "n/a"
 	}
@@ -188,7 +236,11 @@ func (c Card) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CATEGORY\tATTEMPTS\tBLOCKED\tESCAPED\tN/A\tVERDICT")
 	for _, r := range c.Rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", r.Title, r.Attempts, r.Blocked, r.Escaped, r.NotApplicable, r.Verdict())
+		v := r.Verdict()
+		if r.Reported > 0 {
+			v += fmt.Sprintf(" (%d reported at the next start)", r.Reported)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", r.Title, r.Attempts, r.Blocked, r.Escaped, r.NotApplicable, v)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -201,15 +253,22 @@ func (c Card) WriteTable(w io.Writer) error {
 			fmt.Fprintf(w, "%s: ESCAPED: %s\n", r.Title, e)
 		}
 	}
+	for _, res := range c.Results {
+		if res.Outcome == Reported {
+			fmt.Fprintf(w, "%s: reported at the next start: %s\n", res.Category, oneLine(res.Check+" "+res.Target+": "+res.Detail))
+		}
+	}
 	_, err := fmt.Fprintln(w, c.Summary())
 	return err
 }
 
-// Summary is "N attempts, M escaped in K categories; J not judged".
+// Summary is "N attempts, M escaped in K categories; J not judged", with
+// ", R reported at the next start" after M when some were.
 func (c Card) Summary() string {
-	attempts, cats, nj := 0, 0, 0
+	attempts, cats, nj, reported := 0, 0, 0, 0
 	for _, r := range c.Rows {
 		attempts += r.Attempts
+		reported += r.Reported
 		if r.Escaped > 0 {
 			cats++
 		}
@@ -217,7 +276,11 @@ func (c Card) Summary() string {
 			nj++
 		}
 	}
-	return fmt.Sprintf("%d attempts, %d escaped in %d categories; %d categories not judged", attempts, c.Escapes, cats, nj)
+	rep := ""
+	if reported > 0 {
+		rep = fmt.Sprintf(" (%d more reported at the next start)", reported)
+	}
+	return fmt.Sprintf("%d attempts, %d escaped in %d categories%s; %d categories not judged", attempts, c.Escapes, cats, rep, nj)
 }
 
 // MustEscape checks a control's inverse expectation: every listed category
@@ -245,7 +308,9 @@ func (c Card) MustEscape(ids []string) []string {
 }
 
 // WriteMarkdown prints cards side by side: one row per category, one
-// column per card, each cell "escaped/attempts" (or "not judged", "n/a").
+// column per card, each cell "N of M escaped" or "N of M blocked" (with
+// ", K reported" for writes the host's audit names at the next start), or
+// "not judged", "n/a".
 func WriteMarkdown(w io.Writer, cards []Card) {
 	fmt.Fprint(w, "| category |")
 	for _, c := range cards {
@@ -260,11 +325,15 @@ func WriteMarkdown(w io.Writer, cards []Card) {
 		fmt.Fprintf(w, "| %s |", cat.Title)
 		for _, c := range cards {
 			r, _ := c.Row(cat.ID)
+			reported := ""
+			if r.Reported > 0 {
+				reported = fmt.Sprintf(", %d reported", r.Reported)
+			}
 			switch v := r.Verdict(); v {
 			case "ESCAPED":
-				fmt.Fprintf(w, " **%d of %d escaped** |", r.Escaped, r.Attempts-r.NotApplicable)
-			case "blocked":
-				fmt.Fprintf(w, " %d of %d blocked |", r.Blocked, r.Attempts-r.NotApplicable)
+				fmt.Fprintf(w, " **%d of %d escaped**%s |", r.Escaped, r.Attempts-r.NotApplicable, reported)
+			case "blocked", "reported":
+				fmt.Fprintf(w, " %d of %d blocked%s |", r.Blocked, r.Attempts-r.NotApplicable, reported)
 			default:
 				fmt.Fprintf(w, " %s |", v)
 			}
@@ -300,6 +369,12 @@ type Config struct {
 	FenceFiles []string `json:"fenceFiles,omitempty"`
 	// Nonce marks this run's queries and datagrams in the world's logs.
 	Nonce string `json:"nonce,omitempty"`
+	// LeavePlanted makes each write the persistence attempts get through
+	// stay: a line naming the nonce appended to the file (created where it
+	// was not). A harness then runs the host's audit over the workspace
+	// and marks what it names (Card.MarkReported). Only for a throwaway
+	// workspace.
+	LeavePlanted bool `json:"leavePlanted,omitempty"`
 }
 
 // World names servers of internal/testworld (or worldd): TCP servers that

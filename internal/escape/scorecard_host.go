@@ -268,17 +268,22 @@ func persistenceAttempts(c Config) []Attempt {
 		}
 		for _, rel := range set.rels {
 			root, rel := set.root, rel
+			mark := ""
+			if c.LeavePlanted {
+				mark = "devbox escape " + c.Nonce + ": planted for the host audit\n"
+			}
 			as = append(as, Attempt{Category: "persistence", Check: Check{Name: "write a file the host runs", Target: filepath.Join(root, rel), Kind: MustFail,
-				Run: func(context.Context) error { return plant(root, rel) }}})
+				Run: func(context.Context) error { return plant(root, rel, mark) }}})
 		}
 	}
 	return as
 }
 
 // plant tries to write root/rel, creating its missing directories, and
-// removes whatever it created. Git paths in a root with no .git are not
-// applicable.
-func plant(root, rel string) error {
+// removes whatever it created. With a mark, what it could write stays:
+// the mark is appended to the file. Git paths in a root with no .git are
+// not applicable.
+func plant(root, rel, mark string) error {
 	if _, err := os.Stat(root); err != nil {
 		return invalid("%v", err)
 	}
@@ -296,8 +301,9 @@ func plant(root, rel string) error {
 		}
 		created = append([]string{d}, created...)
 	}
+	keep := false // a mark written stays, with its directories
 	defer func() {
-		for i := len(created) - 1; i >= 0; i-- {
+		for i := len(created) - 1; !keep && i >= 0; i-- {
 			os.Remove(created[i])
 		}
 	}()
@@ -306,5 +312,20 @@ func plant(root, rel string) error {
 			return err
 		}
 	}
-	return writeFile(p)
+	if mark == "" {
+		return writeFile(p)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(mark)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	keep = true
+	return escaped("wrote %s (left for the host's audit)", p)
 }

@@ -88,6 +88,29 @@ func TestScoreRows(t *testing.T) {
 	}
 	b.Reset()
 	card.Sandbox = "control"
+	reported := card
+	reported.Results = append([]ScoredResult(nil), card.Results...)
+	reported.Rows = append([]Row(nil), card.Rows...)
+	reported.MarkReported(func(r ScoredResult) (string, bool) { return "named by the audit", r.Category == "egress-addr" })
+	if r, _ := reported.Row("egress-addr"); reported.Escapes != 0 || r.Reported != 1 || r.Escaped != 0 || r.Blocked != 1 || r.Verdict() != "reported" || len(r.Evidence) != 0 {
+		t.Errorf("after MarkReported: %d escapes, row %+v, verdict %s", reported.Escapes, r, r.Verdict())
+	}
+	if r, _ := card.Row("egress-addr"); card.Escapes != 1 || r.Escaped != 1 {
+		t.Errorf("MarkReported changed the card it was copied from: %+v", r)
+	}
+	WriteMarkdown(&b, []Card{reported})
+	if !strings.Contains(b.String(), "| egress by address | 1 of 2 blocked, 1 reported |") {
+		t.Errorf("markdown with a reported write:\n%s", b.String())
+	}
+	b.Reset()
+	reported.WriteTable(&b)
+	for _, s := range []string{"reported (1 reported at the next start)", "egress-addr: reported at the next start: x egress-addr: got in; named by the audit",
+		"6 attempts, 0 escaped in 0 categories (1 more reported at the next start); 1 categories not judged"} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, b.String())
+		}
+	}
+	b.Reset()
 	WriteMarkdown(&b, []Card{card, card})
 	if !strings.Contains(b.String(), "| category | control | control |") || !strings.Contains(b.String(), "| egress by address | **1 of 2 escaped** | **1 of 2 escaped** |") ||
 		!strings.Contains(b.String(), "| reading credentials | 1 of 1 blocked |") || !strings.Contains(b.String(), "| UDP/QUIC | not judged |") {
@@ -169,7 +192,7 @@ func TestOtherProcesses(t *testing.T) {
 
 func TestPlant(t *testing.T) {
 	ws := t.TempDir()
-	if got, d := classify(MustFail, plant(ws, ".git/hooks/pre-commit")); got != Invalid {
+	if got, d := classify(MustFail, plant(ws, ".git/hooks/pre-commit", "")); got != Invalid {
 		t.Errorf("no repository: %s (%s)", got, d)
 	}
 	os.MkdirAll(filepath.Join(ws, ".git"), 0o755)
@@ -182,7 +205,7 @@ func TestPlant(t *testing.T) {
 		{".git/hooks/pre-commit", Escaped}, {".claude/settings.json", Escaped}, {".config/Code/User/settings.json", Escaped},
 		{".bashrc", Escaped}, {".vscode/settings.json", Blocked},
 	} {
-		if got, d := classify(MustFail, plant(ws, tc.rel)); got != tc.want {
+		if got, d := classify(MustFail, plant(ws, tc.rel, "")); got != tc.want {
 			t.Errorf("%s: %s (%s), want %s", tc.rel, got, d, tc.want)
 		}
 	}
@@ -200,6 +223,18 @@ func TestPlant(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(ws, ".git")); len(ents) != 0 {
 		t.Errorf("left in .git: %v", ents)
+	}
+
+	// With a mark, what could be written stays, the mark appended.
+	for _, rel := range []string{".claude/settings.json", ".bashrc"} {
+		if got, d := classify(MustFail, plant(ws, rel, "MARK\n")); got != Escaped {
+			t.Errorf("%s with a mark: %s (%s)", rel, got, d)
+		}
+	}
+	for rel, want := range map[string]string{".claude/settings.json": "MARK\n", ".bashrc": "keepMARK\n"} {
+		if b, err := os.ReadFile(filepath.Join(ws, rel)); string(b) != want {
+			t.Errorf("%s after a marked plant: %q %v, want %q", rel, b, err, want)
+		}
 	}
 }
 

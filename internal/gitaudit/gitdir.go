@@ -236,6 +236,12 @@ func (s *scanner) whole(path string, kind Kind, depth int) {
 		s.add(Finding{Kind: Unreadable, Path: s.rel(path), Value: "not a regular file: " + fi.Mode().String(), Digest: digest(fi.Mode().String())})
 		return
 	}
+	if kind == RunLater && fi.Size() == 0 {
+		// An empty file at a run-later name runs and configures nothing
+		// (devbox run's read-only placeholders are such files: the host
+		// audit must not stop the next start over them).
+		return
+	}
 	var head []byte
 	var sum string
 	size := fi.Size()

@@ -24,9 +24,10 @@ func (d *Diff) WriteText(w io.Writer) error {
 	}
 	if d.NoState {
 		fmt.Fprintf(&b, "devbox audit: %s: no state was ever accepted for this workspace; every git directory, hook,\n"+
-			"file that is not pure data and config key off the allow-list is new. Review them:\n", d.Root)
+			"file that is not pure data, config key off the allow-list and file another tool runs is new. Review them:\n", d.Root)
 	} else {
-		fmt.Fprintf(&b, "devbox audit: %s: %d new or changed since the accepted state; host git could run them:\n", d.Root, len(d.Changes))
+		fmt.Fprintf(&b, "devbox audit: %s: %d new or changed since the accepted state; host git, or the tool that reads them\n"+
+			"(an editor, Claude Code, direnv, a hook manager), could run them:\n", d.Root, len(d.Changes))
 	}
 	for _, c := range d.Changes {
 		b.WriteString("  " + c.String() + "\n")
@@ -34,8 +35,8 @@ func (d *Diff) WriteText(w io.Writer) error {
 			b.WriteString("      | " + Printable(l) + "\n")
 		}
 	}
-	b.WriteString("Remove what you did not put there (never run git in those repositories before you have),\n" +
-		"then record the rest with `devbox audit --accept`.\n")
+	b.WriteString("Remove what you did not put there (never run git in those repositories, nor open the workspace\n" +
+		"in those tools, before you have), then record the rest with `devbox audit --accept`.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

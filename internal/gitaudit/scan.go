@@ -5,13 +5,13 @@
 // .git/modules/**, .git/worktrees/*, bare repositories with linked parts),
 // everything in them but a short named list of pure data, the config keys
 // git itself reads there judged by an allow-list, hooks directories
-// digested whole, sequencer state; and, for `devbox run`, the files and
-// directories of other tools that run what they hold (shell start-up
-// files, .envrc, hook runners, editor and agent settings). It never runs
-// anything it inspects: config files are read by `git config` on standard
-// input, outside any repository. The host's `devbox audit` and `devbox
-// run`'s end-of-run audit both compare a Scan with a state recorded
-// outside the tree.
+// digested whole, sequencer state; and the files and directories of other
+// tools that run what they hold (shell start-up files, .envrc, hook
+// runners, editor and agent settings). It never runs anything it
+// inspects: config files are read by `git config` on standard input,
+// outside any repository. The host's `devbox audit` and `devbox run`'s
+// end-of-run audit both compare a scan with a state recorded outside the
+// tree.
 package gitaudit
 
 import (
@@ -109,8 +109,10 @@ type Result struct {
 	Findings []Finding `json:"findings"`
 	// ReadOnly are the paths under Root, relative and sorted, that a dev
 	// container must see read-only: every git directory's hooks directory,
-	// config and config.worktree that exist as a real directory or file
-	// (not a link) at scan time.
+	// config and config.worktree, and every run-later name (with
+	// Options.RunLater), that exist as a real directory or file (not a
+	// link) at scan time. A bind mount needs its source to exist, so what
+	// appears later is left to the audit.
 	ReadOnly []string `json:"readOnly"`
 	// Cache is the digest cache for the next scan (see Options.Cache).
 	Cache map[string]string `json:"-"`
@@ -133,9 +135,13 @@ const maxDepth = 64
 // Options choose what Scan covers beyond git.
 type Options struct {
 	// RunLater adds, at any depth outside node_modules, the files and
-	// directories of RunLaterFiles and RunLaterDirs, digested whole:
-	// `devbox run`'s scope. The host audit covers git only.
+	// directories of RunLaterFiles and RunLaterDirs, digested whole. The
+	// host audit (Scan) and `devbox run`'s both set it.
 	RunLater bool
+	// Skip are run-later paths, relative to the root with slashes, that
+	// RunLater leaves out (walked for git directories as any other
+	// directory).
+	Skip []string
 	// Home resolves "~/" in include paths and core.hooksPath; "" means
 	// the user's home directory.
 	Home string
@@ -163,8 +169,19 @@ type Options struct {
 	Cache map[string]string
 }
 
-// Scan is ScanWith with the host audit's options.
-func Scan(root string) (*Result, error) { return ScanWith(root, Options{}) }
+// Scan is ScanWith with the host audit's options: git and the run-later
+// names, but for the dev container definition at the root (DevcontainerDir).
+func Scan(root string) (*Result, error) {
+	return ScanWith(root, Options{RunLater: true, Skip: []string{DevcontainerDir}})
+}
+
+// DevcontainerDir is the dev container definition at a workspace's root.
+// The host audit leaves it out: every dev container devbox init writes
+// mounts it read-only (so nothing in the container can change it), and
+// devbox init itself rewrites it on the host, in the initializeCommand
+// right after the audit (the mounts, the copied binary), which the next
+// audit would otherwise report at every start.
+const DevcontainerDir = ".devcontainer"
 
 // ScanWith walks root and returns every git directory and what in it is
 // not pure data, and with o.RunLater every run-later name. It reads files
@@ -197,7 +214,8 @@ func ScanWith(root string, o Options) (*Result, error) {
 	}
 	defer cfg.Close()
 	s := &scanner{root: abs, opts: o, cfg: cfg, res: &Result{Root: abs, Cache: map[string]string{}},
-		seenDir: map[string]bool{}, seenFile: map[string]bool{}, seenWhole: map[string]bool{}, count: map[string]int{}}
+		seenDir: map[string]bool{}, seenFile: map[string]bool{}, seenWhole: map[string]bool{}, count: map[string]int{},
+		skip: setOf(o.Skip)}
 	if _, err := os.ReadDir(abs); err != nil {
 		return nil, err
 	}
@@ -230,6 +248,7 @@ type scanner struct {
 	seenWhole map[string]bool // directories digested whole, real paths
 	count     map[string]int  // findings per kind, path and key
 	wholeLeft int             // entries the current whole() may still digest
+	skip      map[string]bool // Options.Skip
 }
 
 func (s *scanner) add(f Finding) {
@@ -279,7 +298,10 @@ func (s *scanner) walkTree(dir string, names bool) {
 		switch {
 		case name == ".git":
 			s.dotGit(p, e)
-		case names && (runLaterFile[name] || runLaterDir[name]):
+		case names && (runLaterFile[name] || runLaterDir[name]) && !s.skip[s.rel(p)]:
+			if t := e.Type(); t.IsDir() || t.IsRegular() {
+				s.res.ReadOnly = append(s.res.ReadOnly, s.rel(p))
+			}
 			s.whole(p, RunLater, 0)
 		case names && sitePackagesDir[name] && e.IsDir():
 			s.sitePackages(p)

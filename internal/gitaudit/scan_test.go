@@ -360,3 +360,67 @@ func needGit(t testing.TB) string {
 	}
 	return p
 }
+
+// TestRunLaterOnHost: the host audit (Scan) covers the files other tools
+// run or obey, at any depth outside node_modules, but for the dev
+// container definition at the root (a read-only mount that devbox init
+// rewrites) and empty files (they run nothing; devbox run's placeholders
+// are empty); those that exist as real files or directories are ReadOnly,
+// for init's mounts. Each of the names a dev container could plant for the
+// host, written after the state was accepted, is reported by path.
+func TestRunLaterOnHost(t *testing.T) {
+	root, _ := newRepo(t)
+	existing := map[string]string{
+		".vscode/settings.json":             "{}\n",
+		".envrc":                            "export A=1\n",
+		"sub/.claude/settings.json":         "{}\n",
+		"lefthook.yml":                      "pre-commit: {}\n",
+		".devcontainer/devcontainer.json":   "{}\n",
+		"node_modules/pkg/.envrc":           "export B=1\n",
+		"node_modules/pkg/.vscode/x.json":   "{}\n",
+		"elsewhere/not-a-run-later-name.md": "x\n",
+	}
+	for p, c := range existing {
+		write(t, filepath.Join(root, p), c, 0o644)
+	}
+	if err := os.Symlink("elsewhere/not-a-run-later-name.md", filepath.Join(root, ".mcp.json")); err != nil {
+		t.Fatal(err)
+	}
+	r := scan(t, root)
+	want := []string{".envrc", ".git/config", ".git/hooks", ".vscode", "lefthook.yml", "sub/.claude"}
+	if !reflect.DeepEqual(r.ReadOnly, want) {
+		t.Errorf("ReadOnly = %q, want %q (no link, nothing under node_modules, not the root's .devcontainer)", r.ReadOnly, want)
+	}
+	if find(r, Symlink, ".mcp.json", "") == nil {
+		t.Errorf("the link at .mcp.json is not reported")
+	}
+	st := r.State(timeZero)
+
+	plants := []string{
+		".vscode/settings.json", ".vscode/tasks.json", ".claude/settings.json", ".mcp.json", ".envrc",
+		".cursor/rules/x.mdc", ".gemini/settings.json", ".claude/hooks/format.sh", "lefthook.yml",
+		".pre-commit-config.yaml", ".idea/runConfigurations/x.xml", ".husky/pre-commit", "sub/.claude/settings.local.json",
+		"deep/er/.envrc",
+	}
+	for _, p := range plants {
+		full := filepath.Join(root, p)
+		os.Remove(full) // the link at .mcp.json: replaced by a file
+		write(t, full, "planted\n", 0o644)
+	}
+	write(t, filepath.Join(root, ".devcontainer/devcontainer.json"), `{"mounts": []}`+"\n", 0o644)
+	write(t, filepath.Join(root, "node_modules/pkg/.envrc"), "planted\n", 0o644)
+	// devbox run's placeholders: empty files and directories.
+	write(t, filepath.Join(root, "placeholder/.gitmodules"), "", 0o644)
+	os.MkdirAll(filepath.Join(root, "placeholder/.idea"), 0o755)
+	got := changed(t, st, root)
+	for _, p := range plants {
+		if !hasChange(got, "runlater "+p) {
+			t.Errorf("%s planted: not reported in %q", p, got)
+		}
+	}
+	for _, c := range got {
+		if strings.Contains(c, ".devcontainer/") || strings.Contains(c, "node_modules/") || strings.Contains(c, "placeholder/") {
+			t.Errorf("reported %s: the root's .devcontainer, node_modules and empty files are not the host audit's", c)
+		}
+	}
+}

@@ -35,8 +35,9 @@ type Config struct {
 	DenyWrite []string
 	// NoNetwork gives the command a network namespace with only loopback.
 	NoNetwork bool
-	// Weaker drops the new /proc and the nested user namespace ban, which an
-	// unprivileged container cannot give (see Probe). The PID namespace stays.
+	// Weaker drops the new /proc and bwrap's --disable-userns, which an
+	// unprivileged container cannot give (see Probe). The PID namespace
+	// stays, and the seccomp filter still refuses nested user namespaces.
 	Weaker bool
 	// NewSession puts the command in a new session, so it cannot push input
 	// into the terminal (TIOCSTI). Run sets it unless told otherwise.

@@ -12,8 +12,9 @@ import (
 // ProbeResult is what the environment allows.
 type ProbeResult struct {
 	// Weaker is true when only the documented fallback works: no new /proc
-	// (the command sees the container's processes in /proc) and no ban on
-	// nested user namespaces. Reason says why the full sandbox failed.
+	// (the command sees the container's processes in /proc) and no bwrap
+	// --disable-userns (devbox's seccomp filter still refuses nested user
+	// namespaces). Reason says why the full sandbox failed.
 	Weaker bool
 	Reason string
 }
