@@ -19,6 +19,9 @@ const (
 	envPrompt = "DEVBOX_PROMPT"
 )
 
+// cloneScript clones the repository into the workspace.
+const cloneScript = `git clone --quiet -- "$` + envRepo + `" ` + WorkspaceDir + `/repo`
+
 // jobScript is the agent's run: Claude Code on the prompt, its JSON result
 // on standard output (the pod's log), then the work committed on the
 // branch and pushed through the credential gateway's git route (the
@@ -39,24 +42,13 @@ git push origin "HEAD:refs/heads/$` + envBranch + `"
 // anyone's checkout; then `claude -p` and the branch pushed.
 func Job(o Options) (*batchv1.Job, error) {
 	o = o.withDefaults()
-	if err := o.check(true); err != nil {
+	if o.Podman {
+		return nil, errors.New("kube: podman kube play runs no Job: use JobPod (devbox kube job --podman writes a Pod)")
+	}
+	spec, err := o.jobPodSpec()
+	if err != nil {
 		return nil, err
 	}
-	if err := o.checkRun(); err != nil {
-		return nil, err
-	}
-	spec := o.podSpec([]string{"sh", "-c", jobScript}, true)
-	env := []corev1.EnvVar{{Name: envRepo, Value: o.Repo}, {Name: envBranch, Value: o.Branch}, {Name: envPrompt, Value: o.Prompt}}
-	for i := range spec.InitContainers {
-		if spec.InitContainers[i].Name == CloneName {
-			spec.InitContainers[i].Command = []string{"sh", "-c", `exec git clone --quiet -- "$` + envRepo + `" ` + WorkspaceDir + `/repo`}
-			spec.InitContainers[i].Env = append(spec.InitContainers[i].Env, env...)
-		}
-	}
-	spec.Containers[0].Env = append(spec.Containers[0].Env, env...)
-	spec.Containers[0].Env = append(spec.Containers[0].Env,
-		corev1.EnvVar{Name: "GIT_AUTHOR_NAME", Value: "devbox agent"}, corev1.EnvVar{Name: "GIT_AUTHOR_EMAIL", Value: "agent@devbox.invalid"},
-		corev1.EnvVar{Name: "GIT_COMMITTER_NAME", Value: "devbox agent"}, corev1.EnvVar{Name: "GIT_COMMITTER_EMAIL", Value: "agent@devbox.invalid"})
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: o.meta(o.Name),
@@ -70,6 +62,50 @@ func Job(o Options) (*batchv1.Job, error) {
 			},
 		},
 	}, nil
+}
+
+// JobPod is the Job's run as a bare Pod that runs once (restartPolicy
+// Never): for podman kube play, which takes no Job. In the podman shape
+// the clone is the first step of the agent's script, after the wait for
+// the fence (an init container would run before the fence is up).
+func JobPod(o Options) (*corev1.Pod, error) {
+	o = o.withDefaults()
+	spec, err := o.jobPodSpec()
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: o.meta(o.Name),
+		Spec:       spec,
+	}, nil
+}
+
+func (o Options) jobPodSpec() (corev1.PodSpec, error) {
+	if err := o.check(true); err != nil {
+		return corev1.PodSpec{}, err
+	}
+	if err := o.checkRun(); err != nil {
+		return corev1.PodSpec{}, err
+	}
+	script := jobScript
+	if o.Podman {
+		script = cloneScript + "\n" + script
+	}
+	spec := o.podSpec([]string{"sh", "-c", script}, true)
+	env := []corev1.EnvVar{{Name: envRepo, Value: o.Repo}, {Name: envBranch, Value: o.Branch}, {Name: envPrompt, Value: o.Prompt}}
+	for i := range spec.InitContainers {
+		if spec.InitContainers[i].Name == CloneName {
+			spec.InitContainers[i].Command = []string{"sh", "-c", "exec " + cloneScript}
+			spec.InitContainers[i].Env = append(spec.InitContainers[i].Env, env...)
+		}
+	}
+	agent := &spec.Containers[len(spec.Containers)-1]
+	agent.Env = append(agent.Env, env...)
+	agent.Env = append(agent.Env,
+		corev1.EnvVar{Name: "GIT_AUTHOR_NAME", Value: "devbox agent"}, corev1.EnvVar{Name: "GIT_AUTHOR_EMAIL", Value: "agent@devbox.invalid"},
+		corev1.EnvVar{Name: "GIT_COMMITTER_NAME", Value: "devbox agent"}, corev1.EnvVar{Name: "GIT_COMMITTER_EMAIL", Value: "agent@devbox.invalid"})
+	return spec, nil
 }
 
 // checkRun checks the Job's repository, branch and prompt.

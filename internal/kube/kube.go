@@ -54,6 +54,13 @@ type Options struct {
 	// the workspace, the branch the result is pushed to, and the prompt
 	// given to `claude -p`.
 	Repo, Branch, Prompt string
+	// Podman shapes the pod for `podman kube play` (4.3), which runs every
+	// init container to completion and refuses probes on them: the fence
+	// is the first ordinary container instead of a native sidecar, and the
+	// agent's command waits for `devbox entrypoint --fenced` itself. The
+	// deny-all init container still runs first, so the agent's container
+	// starting early reaches nothing.
+	Podman bool
 }
 
 // Fixed names inside the pod.
@@ -263,12 +270,19 @@ func (o Options) podSpec(agentCmd []string, job bool) corev1.PodSpec {
 			},
 		},
 	}
-	if job {
+	containers := []corev1.Container{agentContainer(AgentName, agentCmd)}
+	if o.Podman {
+		fence := inits[1]
+		fence.RestartPolicy, fence.StartupProbe, fence.LivenessProbe = nil, nil, nil
+		inits = inits[:1]
+		containers = []corev1.Container{fence, agentContainer(AgentName, append([]string{"sh", "-c", waitFenced + `exec "$@"`, "sh"}, agentCmd...))}
+	}
+	if job && !o.Podman {
 		inits = append(inits, agentContainer(CloneName, []string{"git", "clone", "--", o.Repo, WorkspaceDir + "/repo"}))
 	}
 	spec := corev1.PodSpec{
 		InitContainers: inits,
-		Containers:     []corev1.Container{agentContainer(AgentName, agentCmd)},
+		Containers:     containers,
 		Volumes:        vols,
 		// The agent gets no cluster credentials and no service variables.
 		AutomountServiceAccountToken: &no,
@@ -302,5 +316,9 @@ func Pod(o Options) (*corev1.Pod, error) {
 		Spec:       o.podSpec([]string{"sleep", "infinity"}, false),
 	}, nil
 }
+
+// waitFenced is the podman shape's wait, as the agent's user: the status
+// is read-only for it, so only the fence can say it is up.
+const waitFenced = `until ` + layout.BinaryPath + ` entrypoint --fenced >/dev/null 2>&1; do sleep 0.2; done; `
 
 func ptr[T any](v T) *T { return &v }

@@ -39,6 +39,8 @@ var outputs = []struct {
 	{"sandbox-template", func(o Options) (any, error) { return NewSandboxTemplate(o) }, func(b []byte) (any, error) { var v SandboxTemplate; return &v, DecodeStrict(b, &v) }},
 	{"networkpolicy", func(o Options) (any, error) { return NetworkPolicy(o) }, func(b []byte) (any, error) { var v networkingv1.NetworkPolicy; return &v, DecodeStrict(b, &v) }},
 	{"cilium", func(o Options) (any, error) { return NewCiliumNetworkPolicy(o) }, func(b []byte) (any, error) { var v CiliumNetworkPolicy; return &v, DecodeStrict(b, &v) }},
+	{"podman-pod", func(o Options) (any, error) { o.Podman = true; return Pod(o) }, func(b []byte) (any, error) { var v corev1.Pod; return &v, DecodeStrict(b, &v) }},
+	{"podman-job", func(o Options) (any, error) { o.Podman = true; return JobPod(o) }, func(b []byte) (any, error) { var v corev1.Pod; return &v, DecodeStrict(b, &v) }},
 }
 
 // generated returns every output for the test policy and each example
@@ -70,7 +72,7 @@ func generated(t *testing.T) map[string][]byte {
 // policies of each example (their pods differ only in the user).
 func TestGolden(t *testing.T) {
 	for k, y := range generated(t) {
-		if strings.HasPrefix(k, "agent.") || strings.HasSuffix(k, "networkpolicy") || strings.HasSuffix(k, ".cilium") {
+		if strings.HasPrefix(k, "agent.") || strings.HasSuffix(k, ".networkpolicy") || strings.HasSuffix(k, ".cilium") {
 			golden.Check(t, filepath.Join("testdata", k+".yaml"), y)
 		}
 	}
@@ -179,5 +181,32 @@ func TestImageByDigest(t *testing.T) {
 	o.Repo = "https://user:pw@git.example.test/team/app.git"
 	if _, err := Job(o); err == nil {
 		t.Error("a repository URL with credentials was accepted")
+	}
+}
+
+// TestPodmanShape: podman kube play (4.3) runs every init container to
+// completion and refuses probes on them, so only deny-all stays an init
+// container, the fence is the first container, and the agent waits.
+func TestPodmanShape(t *testing.T) {
+	o := testOptions(t, "testdata/agent.jsonc")
+	o.Podman = true
+	for _, mk := range []func(Options) (*corev1.Pod, error){Pod, JobPod} {
+		pod, err := mk(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := pod.Spec
+		if len(s.InitContainers) != 1 || s.InitContainers[0].Name != FenceInitName {
+			t.Errorf("init containers: %+v", s.InitContainers)
+		}
+		if len(s.Containers) != 2 || s.Containers[0].Name != FenceName || s.Containers[0].StartupProbe != nil || s.Containers[0].RestartPolicy != nil {
+			t.Fatalf("containers: %+v", s.Containers)
+		}
+		if cmd := strings.Join(s.Containers[1].Command, " "); !strings.Contains(cmd, "entrypoint --fenced") {
+			t.Errorf("the agent does not wait for the fence: %s", cmd)
+		}
+	}
+	if _, err := Job(o); err == nil {
+		t.Error("a Job for podman")
 	}
 }

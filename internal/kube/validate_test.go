@@ -72,7 +72,7 @@ func TestAPIServerValidation(t *testing.T) {
 	n := 0
 	for k, y := range generated(t) {
 		switch {
-		case strings.HasSuffix(k, ".pod"):
+		case strings.HasSuffix(k, ".pod"), strings.HasSuffix(k, ".podman-pod"), strings.HasSuffix(k, ".podman-job"):
 			var p corev1.Pod
 			if err := DecodeStrict(y, &p); err != nil {
 				t.Fatal(err)
@@ -126,8 +126,8 @@ func TestAPIServerValidation(t *testing.T) {
 		}
 		n++
 	}
-	if n != 4*5 {
-		t.Errorf("validated %d objects, want 20", n)
+	if n != 6*5 {
+		t.Errorf("validated %d objects, want 30", n)
 	}
 }
 
