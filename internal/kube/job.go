@@ -76,7 +76,7 @@ func JobPod(o Options) (*corev1.Pod, error) {
 	}
 	return &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: o.meta(o.Name),
+		ObjectMeta: o.podMeta(),
 		Spec:       spec,
 	}, nil
 }

@@ -297,8 +297,15 @@ func (o Options) podSpec(agentCmd []string, job bool) corev1.PodSpec {
 	if o.RuntimeClass != "" {
 		spec.RuntimeClassName = &o.RuntimeClass
 	}
-	if job {
+	switch {
+	case job:
 		spec.RestartPolicy = corev1.RestartPolicyNever
+	case o.Podman:
+		// podman 4.3 gives the pod's restart policy to the init containers
+		// too: with Always it re-ran deny-all in a loop (checked here),
+		// stopping the daemons each time. OnFailure restarts a fence that
+		// exits 1 (a daemon died) and leaves the finished deny-all alone.
+		spec.RestartPolicy = corev1.RestartPolicyOnFailure
 	}
 	return spec
 }
@@ -312,9 +319,26 @@ func Pod(o Options) (*corev1.Pod, error) {
 	}
 	return &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: o.meta(o.Name),
+		ObjectMeta: o.podMeta(),
 		Spec:       o.podSpec([]string{"sleep", "infinity"}, false),
 	}, nil
+}
+
+// podmanInitType is podman's annotation for how its init containers run.
+// kube play's default, "once", fails on podman 4.3.1 here after the init
+// container exited ("failed to remove once init container … as it is
+// running"); "always" runs deny-all on every start of the pod, which is
+// what the fence wants anyway.
+const podmanInitType = "io.podman.annotations.init.container.type"
+
+// podMeta is a bare Pod's metadata: with the podman annotation in the
+// podman shape.
+func (o Options) podMeta() metav1.ObjectMeta {
+	m := o.meta(o.Name)
+	if o.Podman {
+		m.Annotations = map[string]string{podmanInitType: "always"}
+	}
+	return m
 }
 
 // waitFenced is the podman shape's wait, as the agent's user: the status

@@ -1,0 +1,168 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/devbox-dev/devbox/internal/kube"
+)
+
+// TestKube runs the Pod `devbox kube pod --podman` writes with Debian's
+// podman (`podman kube play`, rootful), on an internal podman network
+// holding the world: the deny-all init container, then the fence
+// container, fenced and verified; in the agent's container (uid 1000, no
+// capability) the escape suite finds no way out and devbox doctor is
+// clean; the agent cannot see the fence's files. It logs the time from
+// `kube play` to fenced and the pod's memory and CPU at rest and under
+// the escape suite (podman pod stats). Cleanup: `podman kube down`, the
+// image removed from podman's store.
+func TestKube(t *testing.T) {
+	e := setup(t)
+	var m podmanMode
+	for _, mm := range podmanModes(t) {
+		if mm.user == nil {
+			m = mm
+		}
+	}
+	shared := podmanShared(t, "devbox-kube-e2e-", &e.escape, &e.worldd)
+	pd := m.cli(t, shared)
+	image := sampleImage
+	if image == "" {
+		image = buildImageTagged(t, e, nil, "kube-"+randHex(6))
+	}
+	t.Cleanup(func() { pd.Command(context.Background(), "rmi", image).Run() })
+	w := startWorldWith(t, pd, e.base, e.worldd, worldOptions{Prefix4: "10.233", Prefix6: "fd7f:db1", Records: []func(*world) []string{allowedAAAA}})
+	// Control: an unfenced container asks the world for a name carrying
+	// the nonce, so the world's log is known to record such queries.
+	control := "control-" + w.Nonce + ".test"
+	pd.Command(context.Background(), append(append([]string{"run", "--rm"}, w.runArgs()...), e.base, "getent", "hosts", control)...).Run()
+
+	// The YAML as a user gets it: no policy file here, so devbox reads the
+	// policy baked into the image from the registry.
+	name := "kube-" + randHex(4)
+	dir := t.TempDir()
+	out := run(t, dir, nil, e.devbox, "kube", "pod", "--podman", "--image", image, "--name", name)
+	var pod corev1.Pod
+	if err := kube.DecodeStrict([]byte(out), &pod); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// What only the test knows: the world's resolver, the self-test's
+	// targets, IPv6 on, and the escape suite's binary (read-only).
+	pod.Spec.DNSPolicy = corev1.DNSNone
+	pod.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{w.W1}}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		switch c.Name {
+		case kube.FenceName:
+			for k, v := range w.containerEnv() {
+				c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: v})
+			}
+		case kube.AgentName:
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "e2e-bin", MountPath: "/opt/e2e", ReadOnly: true})
+		}
+	}
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "e2e-bin", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: shared}}})
+	yml, err := kube.Marshal(&pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "pod.yaml")
+	os.WriteFile(file, yml, 0o644)
+	t.Logf("generated pod (test additions: dnsConfig, verify targets, /opt/e2e):\n%s", out)
+
+	start := time.Now()
+	t.Cleanup(func() {
+		if b, err := pd.Command(context.Background(), "kube", "down", file).CombinedOutput(); err != nil {
+			t.Logf("podman kube down: %v\n%s", err, b)
+		}
+	})
+	if b, err := pd.Command(context.Background(), "kube", "play", "--network", w.Net, file).CombinedOutput(); err != nil {
+		t.Fatalf("podman kube play: %v\n%s", err, b)
+	}
+	played := time.Since(start)
+	fence, agent := name+"-"+kube.FenceName, name+"-"+kube.AgentName
+	t.Cleanup(func() {
+		if t.Failed() {
+			ps, _ := pd.Command(context.Background(), "ps", "-a", "--pod", "--format", "{{.Names}} {{.Status}}").CombinedOutput()
+			logs, _ := pd.Command(context.Background(), "logs", fence).CombinedOutput()
+			t.Logf("containers:\n%s\nfence log:\n%s", ps, logs)
+		}
+	})
+	pexec := func(ctr string, args ...string) *exec.Cmd {
+		return pd.Command(context.Background(), append([]string{"exec", ctr}, args...)...)
+	}
+	waitFor(t, 90*time.Second, "the fence container fenced", func() (bool, string) {
+		b, err := pexec(fence, "devbox", "entrypoint", "--fenced").CombinedOutput()
+		if err != nil {
+			logs, _ := pd.Command(context.Background(), "logs", fence).CombinedOutput()
+			return false, string(b) + "\nfence log:\n" + string(logs)
+		}
+		return true, ""
+	})
+	t.Logf("podman kube play → fenced: %v (kube play returned after %v)", time.Since(start).Round(time.Millisecond), played.Round(time.Millisecond))
+
+	// The agent's container: its own uid, no capability.
+	if b, err := pexec(agent, "id", "-u").Output(); err != nil || strings.TrimSpace(string(b)) != "1000" {
+		t.Fatalf("agent runs as %q (%v), want 1000", b, err)
+	}
+	if b, err := pexec(agent, "grep", "^Cap", "/proc/self/status").Output(); err != nil || strings.Count(string(b), "0000000000000000") != 5 {
+		t.Errorf("agent capabilities (%v):\n%s", err, b)
+	}
+	// The fence's state is readable, not writable; the fence's secrets
+	// directory and log are not in the agent's container at all.
+	if err := pexec(agent, "sh", "-c", "echo x > /run/devbox/status").Run(); err == nil {
+		t.Error("the agent wrote the fence's status")
+	}
+	if err := pexec(agent, "ls", "/var/run/devbox-credentials").Run(); err == nil {
+		t.Error("the agent's container has the credentials mount")
+	}
+
+	stats := func() string {
+		b, _ := pd.Command(context.Background(), "pod", "stats", "--no-stream", "--format", "{{.Name}} cpu {{.CPU}} mem {{.MemUsage}} pids {{.PIDS}}", name).Output()
+		return strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", "; ")
+	}
+	time.Sleep(3 * time.Second)
+	t.Logf("pod at rest: %s", stats())
+
+	// The escape suite as the agent, while sampling the pod's use.
+	var mu sync.Mutex
+	var samples []string
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Second):
+				s := stats()
+				mu.Lock()
+				samples = append(samples, s)
+				mu.Unlock()
+			}
+		}
+	}()
+	escapeSuite(t, pexec(agent, append([]string{"/opt/e2e/devbox-escape"}, podmanEscapeArgs(w, "")...)...), 40, 2)
+	close(done)
+	mu.Lock()
+	t.Logf("pod under the escape suite (1 s samples):\n%s", strings.Join(samples, "\n"))
+	mu.Unlock()
+
+	var doctor bytes.Buffer
+	cmd := pexec(agent, "devbox", "doctor", "--workspace", kube.WorkspaceDir)
+	cmd.Stdout, cmd.Stderr = &doctor, &doctor
+	if err := cmd.Run(); err != nil {
+		t.Errorf("devbox doctor in the agent's container: %v\n%s", err, doctor.String())
+	} else {
+		t.Logf("devbox doctor:\n%s", doctor.String())
+	}
+	checkWorldLog(t, w, control, "["+w.W1v6+"]:8080")
+}
