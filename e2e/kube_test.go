@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,8 +131,32 @@ func TestKube(t *testing.T) {
 		b, _ := pd.Command(context.Background(), "pod", "stats", "--no-stream", "--format", "{{.Name}} cpu {{.CPU}} mem {{.MemUsage}} pids {{.PIDS}}", name).Output()
 		return strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", "; ")
 	}
-	time.Sleep(3 * time.Second)
-	t.Logf("pod at rest: %s", stats())
+	// The pod's CPU time from its cgroup, read on the host (cgroup v1
+	// cpuacct.usage in ns, or v2 cpu.stat usage_usec): podman's CPU % is
+	// an average since each container started.
+	cg := strings.TrimSpace(pd.Run(t, "pod", "inspect", "--format", "{{.CgroupPath}}", name))
+	cpuUsec := func() (int64, string) {
+		if b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuacct", cg, "cpuacct.usage")); err == nil {
+			var ns int64
+			fmt.Sscan(strings.TrimSpace(string(b)), &ns)
+			return ns / 1000, "cgroup v1 " + cg
+		}
+		b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", cg, "cpu.stat"))
+		if err != nil {
+			t.Fatalf("the pod's cgroup %s: %v", cg, err)
+		}
+		var us int64
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "usage_usec "); ok {
+				fmt.Sscan(v, &us)
+			}
+		}
+		return us, "cgroup v2 " + cg
+	}
+	idle0, _ := cpuUsec()
+	time.Sleep(10 * time.Second)
+	idle1, per := cpuUsec()
+	t.Logf("pod at rest: %s; CPU over 10 s idle: %.2f ms (%s)", stats(), float64(idle1-idle0)/1000, per)
 
 	// The escape suite as the agent, while sampling the pod's use.
 	var mu sync.Mutex
@@ -150,7 +175,11 @@ func TestKube(t *testing.T) {
 			}
 		}
 	}()
+	busy0, _ := cpuUsec()
+	t0 := time.Now()
 	escapeSuite(t, pexec(agent, append([]string{"/opt/e2e/devbox-escape"}, podmanEscapeArgs(w, "")...)...), 40, 2)
+	busy1, per := cpuUsec()
+	t.Logf("escape suite: %v, pod CPU %.1f ms (%s)", time.Since(t0).Round(time.Millisecond), float64(busy1-busy0)/1000, per)
 	close(done)
 	mu.Lock()
 	t.Logf("pod under the escape suite (1 s samples):\n%s", strings.Join(samples, "\n"))
