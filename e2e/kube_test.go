@@ -127,6 +127,21 @@ func TestKube(t *testing.T) {
 		t.Error("the agent's container has the credentials mount")
 	}
 
+	// shareProcessNamespace lets the agent see the fence's daemons (doctor
+	// needs it); it must not let it read or signal them.
+	daemons, err := pexec(agent, "sh", "-c", `for p in /proc/[0-9]*; do u=$(awk '/^Uid:/{print $2}' $p/status 2>/dev/null); case "$u" in 996|997|998) echo ${p#/proc/};; esac; done`).Output()
+	if err != nil || len(strings.Fields(string(daemons))) < 2 {
+		t.Fatalf("the agent sees no fence daemons in the shared pid namespace (%v): %q", err, daemons)
+	}
+	for _, pid := range strings.Fields(string(daemons)) {
+		for _, try := range [][]string{{"cat", "/proc/" + pid + "/environ"}, {"ls", "/proc/" + pid + "/root/"}, {"cat", "/proc/" + pid + "/mem"}, {"sh", "-c", "kill -0 " + pid}} {
+			if b, err := pexec(agent, try...).CombinedOutput(); err == nil {
+				t.Errorf("the agent could %v a fence daemon's process:\n%s", try, b)
+			}
+		}
+	}
+	t.Logf("the agent sees the fence's daemons %v and can neither read (environ, root, mem) nor signal them", strings.Fields(string(daemons)))
+
 	stats := func() string {
 		b, _ := pd.Command(context.Background(), "pod", "stats", "--no-stream", "--format", "{{.Name}} cpu {{.CPU}} mem {{.MemUsage}} pids {{.PIDS}}", name).Output()
 		return strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", "; ")
