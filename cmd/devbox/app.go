@@ -62,6 +62,7 @@ func newApp() *cli.App {
 			pushCommand,
 			firewallCommand,
 			entrypointCommand,
+			kubeCommand,
 			secretCommand,
 			gatewayCommand,
 			runCommand,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/devbox-dev/devbox/internal/gateway"
 	"github.com/devbox-dev/devbox/internal/isolated"
 	"github.com/devbox-dev/devbox/internal/layout"
+	"github.com/devbox-dev/devbox/internal/secrets"
 )
 
 // verifyRefusedName is the name the entrypoint's self-test expects the DNS
@@ -54,6 +56,9 @@ hosts; without them it checks the DNS filter answers and refuses a name.`,
 		&cli.StringSliceFlag{Name: "verify-allowed", EnvVars: []string{"DEVBOX_VERIFY_ALLOWED"}, Usage: "`HOST:PORT` that must connect once fenced (repeatable)"},
 		&cli.StringSliceFlag{Name: "verify-denied", EnvVars: []string{"DEVBOX_VERIFY_DENIED"}, Usage: "`HOST:PORT` that must not connect once fenced (repeatable)"},
 		&cli.StringSliceFlag{Name: "verify-refused", EnvVars: []string{"DEVBOX_VERIFY_REFUSED"}, Usage: "`NAME` the DNS filter must refuse (repeatable; " + verifyRefusedName + " is always checked)"},
+		&cli.BoolFlag{Name: "foreground", Usage: "once fenced, stay in the foreground checking the daemons (a Kubernetes pod's fence container); on a dead daemon deny all egress and exit 1"},
+		&cli.StringFlag{Name: "secrets-from", Usage: "copy the secrets in `DIR` (a mounted Kubernetes Secret, one file per key) into the gateway's secrets directory first"},
+		&cli.BoolFlag{Name: "fenced", Usage: "only report: exit 0 when the status says the fence is up for this container start, else 1 (a startup probe)"},
 	},
 	Action: runEntrypoint,
 }
@@ -63,8 +68,14 @@ func runEntrypoint(c *cli.Context) error {
 	if len(argv) > 0 && argv[0] == "--" {
 		argv = argv[1:]
 	}
+	if c.Bool("fenced") {
+		return reportFenced(c)
+	}
 	if os.Geteuid() != 0 {
 		return errors.New("entrypoint: must run as root (the image's containerUser is root; the agent's user gets no say in the fence)")
+	}
+	if c.Bool("foreground") && len(argv) > 0 {
+		return errors.New("entrypoint: --foreground runs no command: the agent runs in a container of its own")
 	}
 	policyPath := c.String("policy")
 	statusPath := c.String("status")
@@ -73,6 +84,16 @@ func runEntrypoint(c *cli.Context) error {
 	// when it narrows the image's baseline; otherwise perr makes the fence
 	// fail closed.
 	r, perr := baseline.Resolve(policyPath, c.String("baseline"), c.String("repo-policy"))
+	if from := c.String("secrets-from"); from != "" && perr == nil {
+		// Secrets that cannot be handed to the gateway fail the fence
+		// closed, like a policy that does not load.
+		names, err := entrypoint.ImportSecrets(from, secrets.New(secrets.Dir()))
+		if err != nil {
+			perr = err
+		} else {
+			fmt.Fprintf(c.App.Writer, "devbox: secrets %v copied from %s for the credential gateway\n", names, from)
+		}
+	}
 	appliedPath := c.String("applied-policy")
 	if perr == nil {
 		// Recorded before the fence is up, so nothing reads a stale one;
@@ -125,6 +146,9 @@ func runEntrypoint(c *cli.Context) error {
 			return cli.Exit("", 1)
 		}
 		handOver(userName, c.App.Writer, stderr)
+		if c.Bool("foreground") {
+			return superviseFence(c, fc, cfg, gw != nil && len(r.Policy.Credentials.Secrets()) > 0, statusPath)
+		}
 		return nil
 	case ok:
 		// The label's entrypoint already fenced this start (the Dev
@@ -205,4 +229,53 @@ func splitList(vs []string) []string {
 		}
 	}
 	return out
+}
+
+// superviseFence keeps the fence container's entrypoint running, checking
+// the daemons every few seconds. When one is gone it fails closed: deny-all,
+// the status says why, and the exit status makes the kubelet restart the
+// fence (the agent's traffic is denied meanwhile).
+func superviseFence(c *cli.Context, fc *fence.Fence, cfg firewall.Config, withGateway bool, statusPath string) error {
+	check := func() error {
+		errs := []error{firewall.CheckDNS(cfg)}
+		if cfg.Gate {
+			errs = append(errs, firewall.CheckGate(cfg))
+		}
+		if withGateway {
+			errs = append(errs, gateway.Check(layout.RunDir))
+		}
+		return errors.Join(errs...)
+	}
+	err := entrypoint.Supervise(c.Context, 5*time.Second, check)
+	if err == nil {
+		return nil // stopped
+	}
+	derr := fc.DenyAll(context.WithoutCancel(c.Context))
+	st, _ := entrypoint.ReadStatus(statusPath)
+	st.State, st.Reason, st.Time = entrypoint.Failed, fmt.Sprintf("a fence daemon stopped: %v", errors.Join(err, derr)), time.Now()
+	werr := entrypoint.WriteStatus(statusPath, st)
+	fmt.Fprintf(c.App.ErrWriter, "devbox: entrypoint: %s; egress is denied\n", st.Reason)
+	if werr != nil {
+		fmt.Fprintf(c.App.ErrWriter, "devbox: entrypoint: %v\n", werr)
+	}
+	return cli.Exit("", 1)
+}
+
+// reportFenced is --fenced: the fence container's startup and liveness
+// probe. It reads the status only, so any user may run it.
+func reportFenced(c *cli.Context) error {
+	if st, ok := entrypoint.FencedThisStart(c.String("status"), entrypoint.StartID()); ok {
+		fmt.Fprintf(c.App.Writer, "devbox: fenced at %s\n", st.Time.Format(time.RFC3339))
+		return nil
+	}
+	st, err := entrypoint.ReadStatus(c.String("status"))
+	switch {
+	case err != nil:
+		fmt.Fprintf(c.App.ErrWriter, "devbox: not fenced: %v\n", err)
+	case st.State == entrypoint.Fenced:
+		fmt.Fprintln(c.App.ErrWriter, "devbox: not fenced: the status is from an earlier container start")
+	default:
+		fmt.Fprintf(c.App.ErrWriter, "devbox: not fenced: %s %s\n", st.State, st.Reason)
+	}
+	return cli.Exit("", 1)
 }

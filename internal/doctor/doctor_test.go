@@ -168,10 +168,23 @@ func TestRun(t *testing.T) {
 		{
 			name: "container without NET_ADMIN",
 			edit: func(f map[string]string, _ *fakeSys) {
+				// Nothing in the container holds it, the DNS filter included.
 				f["/proc/1/status"] = strings.ReplaceAll(initStatus, "a80435fb", "a80425fb")
+				f["/proc/42/status"] = strings.ReplaceAll(strings.ReplaceAll(dnsStatus, "a80435fb", "a80425fb"), "0000000000001000", "0000000000000000")
 			},
 			want:   map[string]Level{"container capabilities": Fail},
 			detail: "lacks CAP_NET_ADMIN",
+		},
+		{
+			name: "agent's container of a pod",
+			edit: func(f map[string]string, _ *fakeSys) {
+				// pid 1 is the pod's pause process; the fence container's
+				// DNS filter holds NET_ADMIN.
+				f["/proc/1/status"] = strings.ReplaceAll(initStatus, "a80435fb", "a80425fb")
+			},
+			want:     map[string]Level{"container capabilities": OK},
+			detail:   "the fence's own container installed the firewall",
+			enforced: true,
 		},
 		{
 			name: "root sees open rules",

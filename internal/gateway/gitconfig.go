@@ -28,13 +28,43 @@ func GitConfig(creds policy.Credentials, addr string) string {
 	var b strings.Builder
 	b.WriteString(gitBegin + "\n")
 	for _, g := range creds.Git {
-		fmt.Fprintf(&b, "[url \"http://%s%s%s/\"]\n", addr, GitPrefix, g.Host)
-		for _, from := range []string{"https://" + g.Host + "/", "git@" + g.Host + ":", "ssh://git@" + g.Host + "/"} {
+		fmt.Fprintf(&b, "[url \"%s\"]\n", gitRoute(addr, g.Host))
+		for _, from := range gitRewrites(g.Host) {
 			fmt.Fprintf(&b, "\tinsteadOf = %s\n", from)
 		}
 	}
 	b.WriteString(gitEnd + "\n")
 	return b.String()
+}
+
+// GitConfigEnv is GitConfig as git's environment configuration
+// (GIT_CONFIG_COUNT, GIT_CONFIG_KEY_n, GIT_CONFIG_VALUE_n), for a container
+// whose /etc/gitconfig the gateway cannot write: the agent's container of a
+// Kubernetes pod, where the gateway runs in a container of its own.
+func GitConfigEnv(creds policy.Credentials, addr string) [][2]string {
+	var kv [][2]string
+	for _, g := range creds.Git {
+		for _, from := range gitRewrites(g.Host) {
+			kv = append(kv, [2]string{"url." + gitRoute(addr, g.Host) + ".insteadOf", from})
+		}
+	}
+	if len(kv) == 0 {
+		return nil
+	}
+	env := [][2]string{{"GIT_CONFIG_COUNT", fmt.Sprint(len(kv))}}
+	for i, e := range kv {
+		env = append(env, [2]string{fmt.Sprintf("GIT_CONFIG_KEY_%d", i), e[0]}, [2]string{fmt.Sprintf("GIT_CONFIG_VALUE_%d", i), e[1]})
+	}
+	return env
+}
+
+// gitRoute is the gateway's URL prefix for a git host.
+func gitRoute(addr, host string) string { return "http://" + addr + GitPrefix + host + "/" }
+
+// gitRewrites are the URL forms of host that go through the gateway:
+// HTTPS, scp-style SSH and ssh://.
+func gitRewrites(host string) []string {
+	return []string{"https://" + host + "/", "git@" + host + ":", "ssh://git@" + host + "/"}
 }
 
 // WriteGitConfig replaces devbox's block in the gitconfig at path with

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -32,5 +33,43 @@ func TestWriteGitConfig(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(path); string(got) != "[core]\n\teditor = vi\n" {
 		t.Errorf("after removal:\n%s", got)
+	}
+}
+
+// TestGitConfigEnv asks git itself: the environment form must give the same
+// url.*.insteadOf entries as the file form.
+func TestGitConfigEnv(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	creds := policy.Credentials{Git: []policy.GitCredential{
+		{Host: "git.example.test", Secret: "s", Repos: []string{"a/b"}},
+		{Host: "other.example.test", Secret: "t", Repos: []string{"c/d"}},
+	}}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "gitconfig")
+	if err := os.WriteFile(file, []byte(GitConfig(creds, "127.0.0.1:53541")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	list := func(env []string, args ...string) string {
+		cmd := exec.Command("git", append([]string{"config", "--list"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append([]string{"HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "PATH=" + os.Getenv("PATH")}, env...)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git config --list %v: %v", args, err)
+		}
+		return string(out)
+	}
+	var env []string
+	for _, kv := range GitConfigEnv(creds, "127.0.0.1:53541") {
+		env = append(env, kv[0]+"="+kv[1])
+	}
+	fromFile, fromEnv := list(nil, "--file", file), list(env)
+	if fromFile != fromEnv || fromFile == "" {
+		t.Errorf("git reads the file as\n%s\nand the environment as\n%s", fromFile, fromEnv)
+	}
+	if GitConfigEnv(policy.Credentials{}, "127.0.0.1:53541") != nil {
+		t.Error("no git credentials must give no environment")
 	}
 }
