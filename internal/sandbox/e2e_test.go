@@ -668,8 +668,11 @@ func TestRunLaterHome(t *testing.T) {
 			{"user site .pth", "mkdir -p " + userSite + " && echo \"import os; open('" + marker + "', 'w')\" > " + userSite + "/zz.pth",
 				auditLine("new", "runlater", filepath.Join(userSite, "zz.pth")),
 				func() { host(python, "-c", "pass") }},
-			{"venv sitecustomize", "echo \"open('" + marker + "', 'w')\" > " + venvSite + "/sitecustomize.py",
-				auditLine("new", "runlater", ".venv/lib/"+pyver+"/site-packages/sitecustomize.py"),
+			// A venv's .pth, not its sitecustomize.py: Debian's python
+			// has its own sitecustomize in the standard library, which
+			// comes first on sys.path (the unit tests cover the name).
+			{"venv .pth", "echo \"import os; open('" + marker + "', 'w')\" > " + venvSite + "/zz.pth",
+				auditLine("new", "runlater", ".venv/lib/"+pyver+"/site-packages/zz.pth"),
 				func() { host(filepath.Join(b.ws, ".venv/bin/python"), "-c", "pass") }},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
