@@ -89,7 +89,7 @@ func RunGate(ctx context.Context, cfg Config) error {
 		// exchange, each close); with two slots, each goroutine made
 		// ready while the other slot was idle woke a second thread to
 		// look for work (a futex, and back to sleep): context switches
-		// per TLS connection 11–16 → 6–8, the gate's CPU per connection
+		// per TLS connection 11–14 → 6–9, the gate's CPU per connection
 		// (relative to the client's) a tenth lower (BenchmarkGateConn).
 		// The gate's work is mostly in the kernel, inside its system
 		// calls; a splice (≤ 1 MiB) holds the slot while it runs.
