@@ -31,7 +31,7 @@ var (
 
 // fence is one test's world with the firewall applied in its client.
 type fence struct {
-	t     *testing.T
+	t     testing.TB
 	w     *testworld.World
 	cfg   Config
 	dir   string
@@ -41,7 +41,7 @@ type fence struct {
 
 // testBinary copies the test binary where the DNS filter's user (998) can
 // execute it: go test's own work directory is private to root.
-func testBinary(t *testing.T, dir string) string {
+func testBinary(t testing.TB, dir string) string {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func (f *fence) mustApply(env ...string) {
 
 // newWorld builds a world and writes cfg (with the test's paths) without
 // applying it.
-func newWorld(t *testing.T, cfg Config) *fence {
+func newWorld(t testing.TB, cfg Config) *fence {
 	t.Helper()
 	devboxtest.RequireRoot(t)
 	for _, b := range []string{"ip", "iptables-restore", "ip6tables-restore"} {

@@ -41,8 +41,8 @@ type gateFence struct {
 }
 
 // newGateFence builds the world, serves good.test/evil.test and applies
-// cfg with the gate on.
-func newGateFence(t *testing.T, cfg Config) *gateFence {
+// cfg with the gate on (env: the apply helper's extra environment).
+func newGateFence(t testing.TB, cfg Config, env ...string) *gateFence {
 	t.Helper()
 	cfg.Gate = true
 	f := newWorld(t, cfg)
@@ -86,7 +86,7 @@ func newGateFence(t *testing.T, cfg Config) *gateFence {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.mustApply()
+	f.mustApply(env...)
 	return g
 }
 

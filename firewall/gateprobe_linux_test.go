@@ -24,7 +24,7 @@ import (
 // gateProbe runs the name gate's probes (see helperProbe): exit 0 when the
 // exchange completed, 3 when it was refused or failed.
 func gateProbe(args []string, fail func(error) int) (int, bool) {
-	if n, ok := map[string]int{"tls": 4, "ech": 5, "http": 3, "raw": 3, "hex": 3, "hrr": 4, "idle": 6}[args[0]]; !ok {
+	if n, ok := map[string]int{"tls": 4, "ech": 5, "http": 3, "raw": 3, "hex": 3, "hrr": 4, "idle": 6, "setup": 6}[args[0]]; !ok {
 		return 0, false
 	} else if len(args) < n {
 		return 1, true
@@ -80,6 +80,12 @@ func gateProbe(args []string, fail func(error) int) (int, bool) {
 			return fail(err), true
 		}
 		return idleConns(args[1], n, pad, args[3], args[4], fail), true
+	case "setup": // setup tls|http ADDR NAME CAFILE|- N: see setupConns
+		n, err := strconv.Atoi(args[5])
+		if err != nil || n < 1 {
+			return fail(fmt.Errorf("setup: bad count %q", args[5])), true
+		}
+		return setupConns(args[1], args[2], args[3], args[4], n, fail), true
 	case "raw": // raw ADDR TEXT: send TEXT, print what comes back
 		c, err := net.DialTimeout("tcp", args[1], 3*time.Second)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -36,14 +37,23 @@ func benchmarkSniff(b *testing.B, first []byte, wantKind, wantName string) {
 	for b.Loop() {
 		c, s := connect(b, l)
 		c.Write(first)
-		sc := newSniffConn(s)
+		sf, err := s.File()
+		s.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		gs, err := gateConnOf(sf, netip.AddrPort{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sc := newSniffConn(gs)
 		f := sniff(sc)
 		sc.release()
 		if f.kind != wantKind || f.name != wantName || f.refus != "" {
 			b.Fatalf("sniff = %+v, want %q %q", f, wantKind, wantName)
 		}
 		c.Close()
-		s.Close()
+		gs.Close()
 	}
 }
 
@@ -86,8 +96,9 @@ func TestSniff(t *testing.T) {
 			for _, p := range tc.pieces {
 				sent = append(sent, p...)
 			}
-			s.SetReadDeadline(time.Now().Add(5 * time.Second))
-			sc := newSniffConn(s)
+			gs := asGateConn(t, s)
+			gs.SetReadDeadline(time.Now().Add(5 * time.Second))
+			sc := newSniffConn(gs)
 			f := sniff(sc)
 			if f.kind != tc.kind || f.name != tc.host || (f.refus == "") != (tc.kind != "") {
 				t.Errorf("sniff = %+v, want %q %q", f, tc.kind, tc.host)
@@ -113,7 +124,7 @@ func TestSniffBudget(t *testing.T) {
 	c, s := tcpPair(t)
 	c.Write([]byte("GET / HTTP/1.1\r\nHost: good.test\r\n\r\n"))
 	heldBytes.Add(maxHeldBytes)
-	sc := newSniffConn(s)
+	sc := newSniffConn(asGateConn(t, s))
 	f := sniff(sc)
 	sc.release()
 	heldBytes.Add(-maxHeldBytes)
@@ -122,8 +133,9 @@ func TestSniffBudget(t *testing.T) {
 	}
 	c, s = tcpPair(t)
 	go c.Write([]byte("GET / HTTP/1.1\r\nX: " + string(bytes.Repeat([]byte("a"), maxFirstBytes))))
-	s.SetReadDeadline(time.Now().Add(5 * time.Second))
-	sc = newSniffConn(s)
+	gs := asGateConn(t, s)
+	gs.SetReadDeadline(time.Now().Add(5 * time.Second))
+	sc = newSniffConn(gs)
 	if f := sniff(sc); f.refus != GateTooLarge || len(sc.buf) != maxFirstBytes {
 		t.Errorf("past the cap: %+v after %d bytes, want too-large after %d", f, len(sc.buf), maxFirstBytes)
 	}

@@ -4,7 +4,7 @@ package firewall
 
 import (
 	"errors"
-	"net"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -80,13 +80,8 @@ func rawSplice(in, out, n int) (int, error) {
 // spliceCopy copies src to dst until src's end of stream (nil) or an
 // error. When src has data it takes a pipe, splices what is there into
 // it, then splices all of that into dst, waiting for dst to have room.
-func (pp *pipePool) spliceCopy(dst, src *net.TCPConn) error {
-	rc, err := src.SyscallConn()
-	if err != nil {
-		return err
-	}
-	wc, err := dst.SyscallConn()
-	if err != nil {
+func (pp *pipePool) spliceCopy(wc, rc syscall.RawConn) error {
+	if eof, err := copyFirst(wc, rc, copyFirstBytes); eof || err != nil {
 		return err
 	}
 	for {
@@ -140,4 +135,55 @@ func (pp *pipePool) spliceCopy(dst, src *net.TCPConn) error {
 		}
 		pp.put(p, true)
 	}
+}
+
+// copyFirstBytes is how much of each direction the gate copies through
+// user space before it splices: a connection's first exchanges (the rest
+// of a TLS handshake, a request, a short answer) are a few hundred bytes
+// each, for which a read and a write cost less than splicing through a
+// pipe (BenchmarkGateConn, docs/firewall.md).
+const copyFirstBytes = 16 << 10
+
+// copyFirst copies up to limit bytes from rc to wc through a pooled
+// buffer, as they come, with raw reads and writes; eof reports that rc
+// ended first.
+func copyFirst(wc, rc syscall.RawConn, limit int) (eof bool, err error) {
+	if limit <= 0 {
+		return false, nil
+	}
+	buf := sniffBufs.Get().(*[sniffBuf]byte)
+	defer sniffBufs.Put(buf)
+	for done := 0; done < limit; {
+		var n int
+		var serr error
+		err := rc.Read(func(fd uintptr) bool {
+			n, serr = rawRead(int(fd), buf[:min(len(buf), limit-done)])
+			return serr != unix.EAGAIN
+		})
+		if err == nil {
+			err = serr
+		}
+		if err != nil {
+			return false, err
+		}
+		if n == 0 {
+			return true, nil
+		}
+		for w := 0; w < n; {
+			err := wc.Write(func(fd uintptr) bool {
+				var m int
+				m, serr = rawWrite(int(fd), buf[w:n])
+				w += m
+				return serr != unix.EAGAIN
+			})
+			if err == nil {
+				err = serr
+			}
+			if err != nil {
+				return false, err
+			}
+		}
+		done += n
+	}
+	return false, nil
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"io"
 	"net"
+	"net/netip"
 	"testing"
 )
 
@@ -45,6 +46,24 @@ func connect(tb testing.TB, l *net.TCPListener) (*net.TCPConn, *net.TCPConn) {
 	return c, s
 }
 
+// asGateConn makes c the gate's own socket (a gateConn on a duplicate of
+// its descriptor; c itself is closed).
+func asGateConn(tb testing.TB, c *net.TCPConn) *gateConn {
+	tb.Helper()
+	f, err := c.File()
+	c.Close()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	remote, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+	gc, err := gateConnOf(f, remote)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { gc.Close() })
+	return gc
+}
+
 // startSplice runs a gate's splice between two loopback connections. It
 // returns the client's end, the server's end, the gate and a channel
 // closed when the splice returns.
@@ -54,7 +73,8 @@ func startSplice(t *testing.T) (client, server *net.TCPConn, g *gate, spliced ch
 	gateOut, server := tcpPair(t)
 	g = &gate{pipes: newPipePool(4)}
 	spliced = make(chan struct{})
-	go func() { g.splice(gateIn, gateOut); close(spliced) }()
+	in, out := asGateConn(t, gateIn), asGateConn(t, gateOut)
+	go func() { g.splice(in, out); close(spliced) }()
 	return client, server, g, spliced
 }
 

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 	case "dnsleak":
 		os.Exit(helperDNSLeak())
 	case "gate":
-		os.Exit(helperDaemon(RunGate))
+		os.Exit(helperDaemon(runGateProfiled))
 	case "apply":
 		os.Exit(helperApply())
 	case "probe":
@@ -92,6 +92,21 @@ func runDNSProfiled(ctx context.Context, cfg Config) error {
 	return RunDNS(ctx, cfg)
 }
 
+// runGateProfiled is RunGate, with a CPU profile written to
+// $DEVBOX_GATE_CPUPROFILE if set (BenchmarkGateConn).
+func runGateProfiled(ctx context.Context, cfg Config) error {
+	if p := os.Getenv("DEVBOX_GATE_CPUPROFILE"); p != "" {
+		pf, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			return err
+		}
+		pprof.StartCPUProfile(pf)
+		defer pf.Close()
+		defer pprof.StopCPUProfile()
+	}
+	return RunGate(ctx, cfg)
+}
+
 // killAndWait kills the process pidOf finds for cfg with SIGKILL and waits
 // until pidOf no longer finds it alive.
 func killAndWait(t *testing.T, what string, cfg Config, pidOf func(Config) (int, bool)) {
@@ -137,7 +152,13 @@ func helperApply() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	gpid, err := StartGate(ctx, cfg, DaemonOptions{Command: []string{self}, Env: []string{helperEnv + "=gate"}})
+	genv := []string{helperEnv + "=gate"}
+	if p := os.Getenv("DEVBOX_GATE_CPUPROFILE"); p != "" {
+		genv = append(genv, "DEVBOX_GATE_CPUPROFILE="+p)
+	}
+	// Extra environment for the gate (GOMAXPROCS, GODEBUG) in benchmarks.
+	genv = append(genv, strings.Fields(os.Getenv("DEVBOX_GATE_ENV"))...)
+	gpid, err := StartGate(ctx, cfg, DaemonOptions{Command: []string{self}, Env: genv})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
