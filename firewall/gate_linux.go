@@ -194,7 +194,13 @@ func (g *gate) handle(c *net.TCPConn) {
 			return
 		}
 	}
-	_, err = upc.Write(sc.buf[sc.off:])
+	if first.kind == streamHTTP {
+		// One request per connection: see closeAfterFirst.
+		bufs := net.Buffers{closeAfterFirst(sc.buf[sc.off : sc.off+first.n]), sc.buf[sc.off+first.n:]}
+		_, err = bufs.WriteTo(upc)
+	} else {
+		_, err = upc.Write(sc.buf[sc.off:])
+	}
 	sc.release()
 	if err != nil {
 		upc.Close()

@@ -194,20 +194,8 @@ func (d *diffServers) startNginx(nginx, dir string) error {
 	if err != nil {
 		return err
 	}
-	conf := fmt.Sprintf(`daemon off; master_process off; worker_processes 1;
-error_log %[1]s/error.log; pid %[1]s/nginx.pid;
-events { worker_connections 256; }
-http {
-	access_log off;
-	client_body_temp_path %[1]s/body; proxy_temp_path %[1]s/proxy; fastcgi_temp_path %[1]s/fastcgi;
-	uwsgi_temp_path %[1]s/uwsgi; scgi_temp_path %[1]s/scgi;
-	server { listen %[2]s default_server; server_name _; return 200 "vhost=\"default\"\n"; }
-	server { listen %[2]s; server_name good.test; return 200 "vhost=\"good.test\"\n"; }
-	server { listen %[2]s; server_name evil.test; return 200 "vhost=\"evil.test\"\n"; }
-}
-`, dir, addr)
 	cf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
+	if err := os.WriteFile(cf, []byte(nginxVhosts(dir, addr, "")), 0o644); err != nil {
 		return err
 	}
 	cmd := exec.Command(nginx, "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", cf)
@@ -226,6 +214,29 @@ http {
 	}
 	raw, _ := os.ReadFile(filepath.Join(dir, "error.log"))
 	return fmt.Errorf("nginx did not listen on %s: %s %s", addr, &out, raw)
+}
+
+// nginxVhosts is an nginx configuration (in the foreground, its files
+// under dir) with three server blocks on listen: good.test, evil.test and
+// a default, each answering vhost="NAME" with the one it acted on. With
+// accessLog, every request is logged there as "SERVER_NAME HOST REQUEST".
+func nginxVhosts(dir, listen, accessLog string) string {
+	logs := "access_log off;"
+	if accessLog != "" {
+		logs = fmt.Sprintf("log_format vhosts '$server_name $host $request'; access_log %s vhosts;", accessLog)
+	}
+	return fmt.Sprintf(`daemon off; master_process off; worker_processes 1;
+error_log %[1]s/error.log; pid %[1]s/nginx.pid;
+events { worker_connections 256; }
+http {
+	%[3]s
+	client_body_temp_path %[1]s/body; proxy_temp_path %[1]s/proxy; fastcgi_temp_path %[1]s/fastcgi;
+	uwsgi_temp_path %[1]s/uwsgi; scgi_temp_path %[1]s/scgi;
+	server { listen %[2]s default_server; server_name _; return 200 "vhost=\"default\"\n"; }
+	server { listen %[2]s; server_name good.test; return 200 "vhost=\"good.test\"\n"; }
+	server { listen %[2]s; server_name evil.test; return 200 "vhost=\"evil.test\"\n"; }
+}
+`, dir, listen, logs)
 }
 
 // exchange sends in to addr, closes the write side and returns what came
