@@ -146,7 +146,10 @@ func startWorldWith(t testing.TB, d devboxtest.Docker, base, worldd string, o wo
 				serve = append(serve, "-files", fmt.Sprintf("%d=%s", f.Port, dir))
 			}
 		}
-		args = append(append(args, base, "/usr/local/bin/worldd", "-addr", ip[0], "-addr", ip[1]), serve...)
+		// 8080 (allowed.test's port) serves a site recorder: it says in
+		// each answer which names it read, so the name gate's adversary
+		// cases are judged by the world (escape.Targets.GatedNames).
+		args = append(append(args, base, "/usr/local/bin/worldd", "-addr", ip[0], "-addr", ip[1], "-tcp", "80,443", "-sites", "8080"), serve...)
 		for _, r := range zone {
 			args = append(args, "-record", r)
 		}

@@ -200,9 +200,13 @@ type Recorder struct {
 	// OnConn, when set before serving, is called for every connection or
 	// datagram.
 	OnConn func(Conn)
+	// OnSite, when set before serving, is called for every ClientHello
+	// and request a site recorder (ServeSites) reads.
+	OnSite func(Site)
 
 	mu      sync.Mutex
 	conns   []Conn
+	sites   []Site
 	closers []func() error
 }
 
