@@ -257,17 +257,8 @@ git fetch -q origin`
 			"--protected-name", "api.anthropic.test:443", "--protected-name", "git.test:443"}, w.escapeArgs("")...)
 		out := escapeSuite(t, e.d.Command(context.Background(), append([]string{"exec", "-u", "dev", id}, args...)...), 60, 2)
 		outputs = append(outputs, out)
-		n := 0
-		for _, line := range strings.Split(out, "\n") {
-			if strings.Contains(line, "credential gateway: ") {
-				n++
-				if !strings.Contains(line, "refused by the gateway") {
-					t.Errorf("gateway attempt not refused by the gateway itself: %s", line)
-				}
-			}
-		}
-		if n != 7 {
-			t.Errorf("%d gateway attempts in the suite's table, want 7", n)
+		if n := everyRow(t, out, "credential gateway: ", "refused by the gateway"); n != 7 {
+			t.Errorf("%d gateway attempts in the escape suite's table, want 7", n)
 		}
 		if after := worldLog(); after != before {
 			t.Errorf("the escape suite reached the world's HTTPS server:\n%s", strings.TrimPrefix(after, before))

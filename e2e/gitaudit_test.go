@@ -77,15 +77,7 @@ func TestGitPersistence(t *testing.T) {
 	if m := summaryRE.FindStringSubmatch(table); m == nil || m[2] != "0" {
 		t.Fatalf("escape suite: escapes or no summary:\n%s", table)
 	}
-	n := 0
-	for _, line := range strings.Split(table, "\n") {
-		if strings.Contains(line, "plant a git hook or config the host runs") {
-			n++
-			if !strings.Contains(line, "read-only file system") {
-				t.Errorf("not stopped by a read-only mount: %s", line)
-			}
-		}
-	}
+	n := everyRow(t, table, "plant a git hook or config the host runs", "read-only file system")
 	if n < 4 {
 		t.Errorf("%d git plant attempts in the escape suite, want ≥ 4 (submodule and nested repository hooks and config)", n)
 	}

@@ -436,17 +436,25 @@ func (g *gateFence) opensslVhosts(t *testing.T, port string) *lockedBuffer {
 		os.WriteFile(files[n], cert, 0o644)
 		os.WriteFile(files[n+"key"], key, 0o600)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", g.w.Server, "openssl", "s_server", "-accept", hostGate.String()+":"+port,
+	out := g.startInWorld(t, "openssl", "s_server", "-accept", hostGate.String()+":"+port,
 		"-cert", files["good"], "-key", files["goodkey"], "-servername", "evil.test", "-cert2", files["evil"], "-key2", files["evilkey"],
 		"-tls1_3", "-groups", "P-256", "-www", "-tlsextdebug", "-msg")
+	waitFor(t, "openssl s_server to accept", func() bool { return strings.Contains(out.String(), "ACCEPT") })
+	return out
+}
+
+// startInWorld runs argv in the world's namespace until t ends and
+// returns its output so far.
+func (g *gateFence) startInWorld(t *testing.T, argv ...string) *lockedBuffer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", g.w.Server}, argv...)...)
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); cmd.Wait() })
-	waitFor(t, "openssl s_server to accept", func() bool { return strings.Contains(out.String(), "ACCEPT") })
 	return out
 }
 
@@ -616,15 +624,8 @@ func (g *gateFence) nginxVhostsIn(t *testing.T, port string) string {
 	if err := os.WriteFile(cf, []byte(nginxVhosts(dir, hostGate.String()+":"+port, access)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	nginx, _ := exec.LookPath("nginx")
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", g.w.Server, nginx, "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", cf)
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); cmd.Wait() })
+	g.startInWorld(t, nginx, "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", cf)
 	waitFor(t, "nginx to listen on "+hostGate.String()+":"+port, func() bool {
 		ss, _ := exec.Command("ip", "netns", "exec", g.w.Server, "ss", "-Htln", "sport", "= :"+port).Output()
 		return strings.Contains(string(ss), hostGate.String()+":"+port)

@@ -70,24 +70,7 @@ const siteBanner = 300 * time.Millisecond
 //     to close (Connection: close, or HTTP/1.0 without keep-alive), as
 //     servers that choose a virtual host per request do.
 //   - A client that sends nothing within siteBanner gets ServeTCP's answer.
-func (r *Recorder) ServeSites(l net.Listener) {
-	r.mu.Lock()
-	r.closers = append(r.closers, l.Close)
-	r.mu.Unlock()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			r.record("tcp", c.LocalAddr(), c.RemoteAddr())
-			go func() {
-				defer c.Close()
-				r.serveSite(c)
-			}()
-		}
-	}()
-}
+func (r *Recorder) ServeSites(l net.Listener) { r.accept(l, r.serveSite) }
 
 func (r *Recorder) serveSite(c net.Conn) {
 	local, remote := addrPort(c.LocalAddr()), addrPort(c.RemoteAddr())
