@@ -99,6 +99,9 @@ func worldSaid(got []byte, err error, other string) error {
 	case len(got) > 0 && got[0] == 21:
 		return fmt.Errorf("refused: a TLS alert")
 	case siteAnswer(got):
+		if i := bytes.Index(got, []byte("hello from ")); i >= 0 {
+			got = got[i:]
+		}
 		return fmt.Errorf("the world read only the allowed name: %s", firstLine(got))
 	case len(got) > 0:
 		return invalid("the server's answer does not say what it read (%q): not a site recorder (worldd -sites), so the attempt proves nothing", firstLine(got))
