@@ -37,6 +37,9 @@ import (
 //     the name it prints),
 //   - nginx with three server blocks (good.test, evil.test, a default),
 //     each answering its own name.
+// A passed request also goes as the gate forwards it (closeAfterFirst)
+// with a request for evil.test behind it: net/http (keep-alive on) and
+// nginx must answer the first only.
 // TestGateDifferential runs generated inputs for a bounded time
 // (DEVBOX_GATEDIFF, a duration: 20 s under DEVBOX_E2E, 2 s otherwise);
 // FuzzGateDiff lets go test -fuzz mutate them.
@@ -118,7 +121,6 @@ func newDiffServers() (*diffServers, error) {
 		}),
 		ErrorLog: nil,
 	}
-	srv.SetKeepAlivesEnabled(false)
 	d.httpSrv = srv
 	go srv.Serve(l)
 	// crypto/tls: its handshakes run in check.
@@ -258,17 +260,34 @@ var vhostRE = regexp.MustCompile(`vhost="((?:[^"\\]|\\.)*)"`)
 
 // httpVhost returns the name the first response says its server acted on.
 func httpVhost(resp []byte) (string, bool) {
+	vs := httpVhosts(resp)
+	if len(vs) == 0 || vs[0] == "" {
+		return "", false
+	}
+	return vs[0], true
+}
+
+// httpVhosts returns, for each response in resp in turn, the name it says
+// its server acted on ("" for a response that says none or is not a 200).
+func httpVhosts(resp []byte) []string {
 	br := bufio.NewReader(bytes.NewReader(resp))
-	r, err := http.ReadResponse(br, nil)
-	if err != nil || r.StatusCode != 200 {
-		return "", false
+	var vs []string
+	for {
+		r, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return vs
+		}
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 4096))
+		if r.StatusCode/100 == 1 {
+			continue // an interim answer (100 Continue)
+		}
+		m := vhostRE.FindSubmatch(body)
+		if m == nil || r.StatusCode != 200 {
+			vs = append(vs, "")
+			continue
+		}
+		vs = append(vs, string(m[1]))
 	}
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 4096))
-	m := vhostRE.FindSubmatch(body)
-	if m == nil {
-		return "", false
-	}
-	return string(m[1]), true
 }
 
 // goTLSName runs crypto/tls's server on in and returns the name its
@@ -368,6 +387,17 @@ func (d *diffServers) check(in []byte, st *diffStats) []string {
 					v = "" // the default server: no name matched
 				}
 				differs("nginx", v)
+			}
+		}
+		// What the gate forwards (closeAfterFirst), a request for
+		// evil.test behind it: no server may act on a second request.
+		fwd := append(append(closeAfterFirst(in[:f.n]), in[f.n:]...), "GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n"...)
+		for _, s := range [][2]string{{"net/http", d.httpAddr}, {"nginx", d.nginxAddr}} {
+			if s[1] == "" {
+				continue
+			}
+			if vs := httpVhosts(exchange(s[1], fwd)); len(vs) > 1 {
+				bad = append(bad, fmt.Sprintf("gate passed %q, %s answered %d requests on one connection %q: %q", f.name, s[0], len(vs), vs, fwd))
 			}
 		}
 	case streamTLS:
