@@ -182,7 +182,7 @@ func readRequestHead(br *bufio.Reader) (line string, hosts []string, keep bool, 
 // server_name entries.
 func readClientHello(br *bufio.Reader) (sid []byte, names []string, err error) {
 	var msg []byte
-	for len(msg) < 4 || len(msg) < 4+int(msg[1])<<16|int(msg[2])<<8|int(msg[3]) {
+	for len(msg) < 4 || len(msg) < 4+(int(msg[1])<<16|int(msg[2])<<8|int(msg[3])) {
 		var h [5]byte
 		if _, err = io.ReadFull(br, h[:]); err != nil {
 			return nil, nil, err
