@@ -244,6 +244,36 @@ git fetch -q origin`
 		}
 	})
 
+	t.Run("escape suite with the gateway", func(t *testing.T) {
+		// The whole suite, plus the requests the credential gateway must
+		// refuse itself (TRACE, CONNECT, Upgrade, HTTP/2 prior knowledge,
+		// a key in the query, service= twice) and the protected names
+		// reached directly: none may arrive at the world's HTTPS server,
+		// and nothing carrying the run's nonce (a name the gate's
+		// adversary cases asked for, a tunnelling query) at W1 or W2.
+		prepare(t, e, id)
+		before := worldLog()
+		args := append([]string{"devbox-escape", "--gateway", layout.GatewayAddr,
+			"--protected-name", "api.anthropic.test:443", "--protected-name", "git.test:443"}, w.escapeArgs("")...)
+		out := escapeSuite(t, e.d.Command(context.Background(), append([]string{"exec", "-u", "dev", id}, args...)...), 60, 2)
+		outputs = append(outputs, out)
+		if n := everyRow(t, out, "credential gateway: ", "refused by the gateway"); n != 7 {
+			t.Errorf("%d gateway attempts in the escape suite's table, want 7", n)
+		}
+		if after := worldLog(); after != before {
+			t.Errorf("the escape suite reached the world's HTTPS server:\n%s", strings.TrimPrefix(after, before))
+		}
+		if seen := w.peek(t); strings.Contains(seen, w.Nonce) {
+			var bad []string
+			for _, l := range strings.Split(seen, "\n") {
+				if strings.Contains(l, w.Nonce) {
+					bad = append(bad, l)
+				}
+			}
+			t.Errorf("these reached the world:\n%s", strings.Join(bad, "\n"))
+		}
+	})
+
 	t.Run("reading the secret as the agent", func(t *testing.T) {
 		gw := strings.TrimSpace(e.d.Run(t, "exec", "-u", "root", id, "sh", "-c",
 			fmt.Sprintf(`for s in /proc/[0-9]*/status; do grep -q "^Uid:[[:space:]]*%d[[:space:]]" $s && basename ${s%%/status}; done; true`, layout.GatewayUID)))

@@ -347,6 +347,22 @@ func escapeSuite(t testing.TB, cmd *exec.Cmd, minAttempts, wantAllowed int) stri
 	return stdout.String()
 }
 
+// everyRow requires every row of the escape suite's table whose check
+// contains check to say want (the outcome's detail), and counts them.
+func everyRow(t testing.TB, table, check, want string) int {
+	t.Helper()
+	n := 0
+	for _, line := range strings.Split(table, "\n") {
+		if strings.Contains(line, check) {
+			n++
+			if !strings.Contains(line, want) {
+				t.Errorf("not %q: %s", want, line)
+			}
+		}
+	}
+	return n
+}
+
 // escapeAs runs the escape suite through dexec (as the container's user)
 // against world w, with the workspace ws ("" for none), and requires two
 // allowed checks (see escapeSuite).

@@ -82,15 +82,7 @@ func TestGitPersistence(t *testing.T) {
 	if m := summaryRE.FindStringSubmatch(table); m == nil || m[2] != "0" {
 		t.Fatalf("escape suite: escapes or no summary:\n%s", table)
 	}
-	n := 0
-	for _, line := range strings.Split(table, "\n") {
-		if strings.Contains(line, "plant a file the host runs") {
-			n++
-			if !strings.Contains(line, "read-only file system") {
-				t.Errorf("not stopped by a read-only mount: %s", line)
-			}
-		}
-	}
+	n := everyRow(t, table, "plant a file the host runs", "read-only file system")
 	if n < 6 {
 		t.Errorf("%d plant attempts in the escape suite, want ≥ 6 (submodule and nested repository hooks and config, .vscode, .envrc)", n)
 	}

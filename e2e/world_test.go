@@ -146,7 +146,10 @@ func startWorldWith(t testing.TB, d devboxtest.Docker, base, worldd string, o wo
 				serve = append(serve, "-files", fmt.Sprintf("%d=%s", f.Port, dir))
 			}
 		}
-		args = append(append(args, base, "/usr/local/bin/worldd", "-addr", ip[0], "-addr", ip[1]), serve...)
+		// 8080 (allowed.test's port) serves a site recorder: it says in
+		// each answer which names it read, so the name gate's adversary
+		// cases are judged by the world (escape.Targets.GatedNames).
+		args = append(append(args, base, "/usr/local/bin/worldd", "-addr", ip[0], "-addr", ip[1], "-tcp", "80,443", "-sites", "8080"), serve...)
 		for _, r := range zone {
 			args = append(args, "-record", r)
 		}
@@ -167,11 +170,21 @@ func startWorldWith(t testing.TB, d devboxtest.Docker, base, worldd string, o wo
 // returns every query and connection line of both servers.
 func (w *world) log(t testing.TB) string {
 	t.Helper()
-	var all strings.Builder
-	for _, name := range w.names {
-		if !w.stopped {
+	if !w.stopped {
+		for _, name := range w.names {
 			w.d.Run(t, "stop", "-t", "10", name)
 		}
+	}
+	w.stopped = true
+	return w.peek(t)
+}
+
+// peek returns what both servers printed so far (every line as it
+// happened), leaving them running.
+func (w *world) peek(t testing.TB) string {
+	t.Helper()
+	var all strings.Builder
+	for _, name := range w.names {
 		out, err := w.d.Command(context.Background(), "logs", name).CombinedOutput()
 		if err != nil {
 			t.Fatalf("docker logs %s: %v", name, err)
@@ -180,7 +193,6 @@ func (w *world) log(t testing.TB) string {
 			all.WriteString(name + ": " + line + "\n")
 		}
 	}
-	w.stopped = true
 	return all.String()
 }
 

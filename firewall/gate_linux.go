@@ -214,7 +214,13 @@ func (g *gate) handle(c *gateConn) {
 			return
 		}
 	}
-	if sc.off < len(sc.buf) {
+	if first.kind == streamHTTP {
+		// One request per connection: see closeAfterFirst.
+		_, err = upc.Write(closeAfterFirst(sc.buf[sc.off : sc.off+first.n]))
+		if rest := sc.buf[sc.off+first.n:]; err == nil && len(rest) > 0 {
+			_, err = upc.Write(rest)
+		}
+	} else if sc.off < len(sc.buf) {
 		_, err = upc.Write(sc.buf[sc.off:])
 	}
 	sc.release()

@@ -436,17 +436,25 @@ func (g *gateFence) opensslVhosts(t *testing.T, port string) *lockedBuffer {
 		os.WriteFile(files[n], cert, 0o644)
 		os.WriteFile(files[n+"key"], key, 0o600)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", g.w.Server, "openssl", "s_server", "-accept", hostGate.String()+":"+port,
+	out := g.startInWorld(t, "openssl", "s_server", "-accept", hostGate.String()+":"+port,
 		"-cert", files["good"], "-key", files["goodkey"], "-servername", "evil.test", "-cert2", files["evil"], "-key2", files["evilkey"],
 		"-tls1_3", "-groups", "P-256", "-www", "-tlsextdebug", "-msg")
+	waitFor(t, "openssl s_server to accept", func() bool { return strings.Contains(out.String(), "ACCEPT") })
+	return out
+}
+
+// startInWorld runs argv in the world's namespace until t ends and
+// returns its output so far.
+func (g *gateFence) startInWorld(t *testing.T, argv ...string) *lockedBuffer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", g.w.Server}, argv...)...)
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); cmd.Wait() })
-	waitFor(t, "openssl s_server to accept", func() bool { return strings.Contains(out.String(), "ACCEPT") })
 	return out
 }
 
@@ -599,5 +607,74 @@ func TestGate_IdleLoad(t *testing.T) {
 	t.Logf("%s; gate %s; health %+v", out, strings.Join(mem, ", "), h)
 	if h == nil || h.Passed != 1 {
 		t.Errorf("gate health %+v, want the good connection passed", h)
+	}
+}
+
+// nginxVhostsIn starts nginx in the world on hostGate:port with the
+// server blocks of nginxVhosts (good.test, evil.test, a default) and
+// returns its access log's path: one line per request, the server block
+// that acted first.
+func (g *gateFence) nginxVhostsIn(t *testing.T, port string) string {
+	t.Helper()
+	devboxtest.RequireBinary(t, "nginx")
+	dir := filepath.Join(g.dir, "nginx")
+	os.MkdirAll(dir, 0o755)
+	access := filepath.Join(dir, "access.log")
+	cf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(cf, []byte(nginxVhosts(dir, hostGate.String()+":"+port, access)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nginx, _ := exec.LookPath("nginx")
+	g.startInWorld(t, nginx, "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", cf)
+	waitFor(t, "nginx to listen on "+hostGate.String()+":"+port, func() bool {
+		ss, _ := exec.Command("ip", "netns", "exec", g.w.Server, "ss", "-Htln", "sport", "= :"+port).Output()
+		return strings.Contains(string(ss), hostGate.String()+":"+port)
+	})
+	return access
+}
+
+// TestGate_KeepAlive: the gate reads a plain-HTTP connection's first
+// request only, so a second request on the same connection, pipelined or
+// after the first answer, must never reach another virtual host of the
+// same server (nginx, server blocks good.test and evil.test on one
+// address). The first request is still answered by good.test.
+func TestGate_KeepAlive(t *testing.T) {
+	g := newGateFence(t, Config{Allow: []Destination{allowName("good.test")}})
+	access := g.nginxVhostsIn(t, "8080")
+	addr := ap(hostGate, 8080).String()
+
+	out, ok := g.probeAs(1000, "keepalive", addr, "good.test", "evil.test")
+	if !ok || !strings.HasPrefix(out, `ok first vhost="good.test"`) {
+		t.Errorf("keep-alive, good.test first: ok=%v %s", ok, out)
+	}
+	if strings.Contains(out, `vhost="evil.test"`) || strings.Contains(out, `vhost="default"`) {
+		t.Errorf("keep-alive: the second request reached another server block: %s", out)
+	}
+	pipelined := "GET / HTTP/1.1\r\nHost: good.test\r\n\r\nGET / HTTP/1.1\r\nHost: evil.test\r\n\r\n"
+	out, ok = g.probeAs(1000, "hex", addr, hex.EncodeToString([]byte(pipelined)))
+	if !ok || out != `ok vhost="good.test"` {
+		t.Errorf("pipelined good.test then evil.test: ok=%v %s (want good.test's answer last)", ok, out)
+	}
+	// HTTP/1.0 asking to keep the connection, and a client's own
+	// Connection header beside the one the gate sets.
+	for _, first := range []string{
+		"GET / HTTP/1.0\r\nHost: good.test\r\nConnection: keep-alive\r\n\r\n",
+		"GET / HTTP/1.1\r\nConnection: close\r\nHost: good.test\r\nConnection: keep-alive\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: good.test\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n",
+	} {
+		out, ok = g.probeAs(1000, "hex", addr, hex.EncodeToString([]byte(first+"GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n")))
+		if !ok || out != `ok vhost="good.test"` {
+			t.Errorf("%q then evil.test: ok=%v %s", first, ok, out)
+		}
+	}
+	raw, _ := os.ReadFile(access)
+	log := string(raw)
+	if !strings.Contains(log, "good.test good.test GET / HTTP/1.1") {
+		t.Errorf("nginx logged no good.test request: the log proves nothing\n%s", log)
+	}
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "evil.test") || strings.HasPrefix(l, "_ ") {
+			t.Errorf("nginx acted on another server block: %s", l)
+		}
 	}
 }

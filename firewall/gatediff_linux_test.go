@@ -37,6 +37,9 @@ import (
 //     the name it prints),
 //   - nginx with three server blocks (good.test, evil.test, a default),
 //     each answering its own name.
+// A passed request also goes as the gate forwards it (closeAfterFirst)
+// with a request for evil.test behind it: net/http (keep-alive on) and
+// nginx must answer the first only.
 // TestGateDifferential runs generated inputs for a bounded time
 // (DEVBOX_GATEDIFF, a duration: 20 s under DEVBOX_E2E, 2 s otherwise);
 // FuzzGateDiff lets go test -fuzz mutate them.
@@ -118,7 +121,6 @@ func newDiffServers() (*diffServers, error) {
 		}),
 		ErrorLog: nil,
 	}
-	srv.SetKeepAlivesEnabled(false)
 	d.httpSrv = srv
 	go srv.Serve(l)
 	// crypto/tls: its handshakes run in check.
@@ -194,20 +196,8 @@ func (d *diffServers) startNginx(nginx, dir string) error {
 	if err != nil {
 		return err
 	}
-	conf := fmt.Sprintf(`daemon off; master_process off; worker_processes 1;
-error_log %[1]s/error.log; pid %[1]s/nginx.pid;
-events { worker_connections 256; }
-http {
-	access_log off;
-	client_body_temp_path %[1]s/body; proxy_temp_path %[1]s/proxy; fastcgi_temp_path %[1]s/fastcgi;
-	uwsgi_temp_path %[1]s/uwsgi; scgi_temp_path %[1]s/scgi;
-	server { listen %[2]s default_server; server_name _; return 200 "vhost=\"default\"\n"; }
-	server { listen %[2]s; server_name good.test; return 200 "vhost=\"good.test\"\n"; }
-	server { listen %[2]s; server_name evil.test; return 200 "vhost=\"evil.test\"\n"; }
-}
-`, dir, addr)
 	cf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
+	if err := os.WriteFile(cf, []byte(nginxVhosts(dir, addr, "")), 0o644); err != nil {
 		return err
 	}
 	cmd := exec.Command(nginx, "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", cf)
@@ -226,6 +216,29 @@ http {
 	}
 	raw, _ := os.ReadFile(filepath.Join(dir, "error.log"))
 	return fmt.Errorf("nginx did not listen on %s: %s %s", addr, &out, raw)
+}
+
+// nginxVhosts is an nginx configuration (in the foreground, its files
+// under dir) with three server blocks on listen: good.test, evil.test and
+// a default, each answering vhost="NAME" with the one it acted on. With
+// accessLog, every request is logged there as "SERVER_NAME HOST REQUEST".
+func nginxVhosts(dir, listen, accessLog string) string {
+	logs := "access_log off;"
+	if accessLog != "" {
+		logs = fmt.Sprintf("log_format vhosts '$server_name $host $request'; access_log %s vhosts;", accessLog)
+	}
+	return fmt.Sprintf(`daemon off; master_process off; worker_processes 1;
+error_log %[1]s/error.log; pid %[1]s/nginx.pid;
+events { worker_connections 256; }
+http {
+	%[3]s
+	client_body_temp_path %[1]s/body; proxy_temp_path %[1]s/proxy; fastcgi_temp_path %[1]s/fastcgi;
+	uwsgi_temp_path %[1]s/uwsgi; scgi_temp_path %[1]s/scgi;
+	server { listen %[2]s default_server; server_name _; return 200 "vhost=\"default\"\n"; }
+	server { listen %[2]s; server_name good.test; return 200 "vhost=\"good.test\"\n"; }
+	server { listen %[2]s; server_name evil.test; return 200 "vhost=\"evil.test\"\n"; }
+}
+`, dir, listen, logs)
 }
 
 // exchange sends in to addr, closes the write side and returns what came
@@ -247,17 +260,34 @@ var vhostRE = regexp.MustCompile(`vhost="((?:[^"\\]|\\.)*)"`)
 
 // httpVhost returns the name the first response says its server acted on.
 func httpVhost(resp []byte) (string, bool) {
+	vs := httpVhosts(resp)
+	if len(vs) == 0 || vs[0] == "" {
+		return "", false
+	}
+	return vs[0], true
+}
+
+// httpVhosts returns, for each response in resp in turn, the name it says
+// its server acted on ("" for a response that says none or is not a 200).
+func httpVhosts(resp []byte) []string {
 	br := bufio.NewReader(bytes.NewReader(resp))
-	r, err := http.ReadResponse(br, nil)
-	if err != nil || r.StatusCode != 200 {
-		return "", false
+	var vs []string
+	for {
+		r, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return vs
+		}
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 4096))
+		if r.StatusCode/100 == 1 {
+			continue // an interim answer (100 Continue)
+		}
+		m := vhostRE.FindSubmatch(body)
+		if m == nil || r.StatusCode != 200 {
+			vs = append(vs, "")
+			continue
+		}
+		vs = append(vs, string(m[1]))
 	}
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 4096))
-	m := vhostRE.FindSubmatch(body)
-	if m == nil {
-		return "", false
-	}
-	return string(m[1]), true
 }
 
 // goTLSName runs crypto/tls's server on in and returns the name its
@@ -357,6 +387,17 @@ func (d *diffServers) check(in []byte, st *diffStats) []string {
 					v = "" // the default server: no name matched
 				}
 				differs("nginx", v)
+			}
+		}
+		// What the gate forwards (closeAfterFirst), a request for
+		// evil.test behind it: no server may act on a second request.
+		fwd := append(append(closeAfterFirst(in[:f.n]), in[f.n:]...), "GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n"...)
+		for _, s := range [][2]string{{"net/http", d.httpAddr}, {"nginx", d.nginxAddr}} {
+			if s[1] == "" {
+				continue
+			}
+			if vs := httpVhosts(exchange(s[1], fwd)); len(vs) > 1 {
+				bad = append(bad, fmt.Sprintf("gate passed %q, %s answered %d requests on one connection %q: %q", f.name, s[0], len(vs), vs, fwd))
 			}
 		}
 	case streamTLS:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"strings"
 )
 
@@ -327,6 +328,42 @@ func parseRequest(b []byte) (int, string, error) {
 			}
 		}
 	}
+}
+
+// hopByHop are the header lines closeAfterFirst drops: the client's own
+// say on keeping the connection open or switching its protocol.
+var hopByHop = []string{"connection", "keep-alive", "proxy-connection", "upgrade"}
+
+// closeAfterFirst rewrites a request head the gate passed (as
+// parseRequest read it) so that the server closes the connection once it
+// has answered: the client's Connection, Keep-Alive, Proxy-Connection and
+// Upgrade lines are dropped and "Connection: close" ends the head. The
+// gate reads only a connection's first request and then splices, but a
+// server picks a virtual host per request: on a kept-alive connection a
+// second request (pipelined, or sent after the first answer) named any
+// site on the address. A server that receives "close" must not process a
+// further request on the connection (RFC 9112, 9.6), so bytes after the
+// head never start one, and no protocol switch (h2c, whose streams each
+// name a host, or a websocket) hands the connection to what the gate
+// cannot read. Each request then costs a connection, as with HTTP/1.0.
+func closeAfterFirst(head []byte) []byte {
+	out := make([]byte, 0, len(head)+len("Connection: close\r\n"))
+	for off, first := 0, true; off < len(head); first = false {
+		i := bytes.IndexByte(head[off:], '\n')
+		line := head[off : off+i+1]
+		off += i + 1
+		if len(line) == 2 { // the blank line that ends the head
+			break
+		}
+		if !first {
+			name, _, _ := bytes.Cut(line, []byte(":"))
+			if slices.ContainsFunc(hopByHop, func(h string) bool { return strings.EqualFold(h, string(name)) }) {
+				continue
+			}
+		}
+		out = append(out, line...)
+	}
+	return append(out, "Connection: close\r\n\r\n"...)
 }
 
 // requestLine accepts METHOD SP /target SP HTTP/1.0|1.1.

@@ -220,3 +220,26 @@ func TestParseRequest(t *testing.T) {
 		t.Error("a 300-byte label passed")
 	}
 }
+
+func TestCloseAfterFirst(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"GET / HTTP/1.1\r\nHost: good.test\r\n\r\n", "GET / HTTP/1.1\r\nHost: good.test\r\nConnection: close\r\n\r\n"},
+		{"GET / HTTP/1.0\r\nHost: good.test\r\nconnection: Keep-Alive\r\nKeep-Alive: 5\r\nAccept: */*\r\n\r\n",
+			"GET / HTTP/1.0\r\nHost: good.test\r\nAccept: */*\r\nConnection: close\r\n\r\n"},
+		{"GET / HTTP/1.1\r\nHost: good.test\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMA\r\nProxy-Connection: keep-alive\r\n\r\n",
+			"GET / HTTP/1.1\r\nHost: good.test\r\nHTTP2-Settings: AAMA\r\nConnection: close\r\n\r\n"},
+		// A name that only begins like one of them stays.
+		{"GET / HTTP/1.1\r\nHost: good.test\r\nConnection-Id: 1\r\n\r\n", "GET / HTTP/1.1\r\nHost: good.test\r\nConnection-Id: 1\r\nConnection: close\r\n\r\n"},
+	} {
+		n, _, err := parseRequest([]byte(c.in))
+		if err != nil || n != len(c.in) {
+			t.Fatalf("parseRequest(%q) = %d, %v", c.in, n, err)
+		}
+		if got := string(closeAfterFirst([]byte(c.in))); got != c.want {
+			t.Errorf("closeAfterFirst(%q)\n = %q\nwant %q", c.in, got, c.want)
+		}
+		if n, _, err := parseRequest([]byte(closeAfterFirst([]byte(c.in)))); err != nil || n == 0 {
+			t.Errorf("the rewritten head does not read back: %v", err)
+		}
+	}
+}

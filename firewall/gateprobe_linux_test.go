@@ -3,6 +3,7 @@
 package firewall
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/ecdh"
 	"crypto/rand"
@@ -10,9 +11,11 @@ import (
 	"crypto/x509"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"slices"
@@ -24,7 +27,7 @@ import (
 // gateProbe runs the name gate's probes (see helperProbe): exit 0 when the
 // exchange completed, 3 when it was refused or failed.
 func gateProbe(args []string, fail func(error) int) (int, bool) {
-	if n, ok := map[string]int{"tls": 4, "ech": 5, "http": 3, "raw": 3, "hex": 3, "hrr": 4, "idle": 6, "setup": 6}[args[0]]; !ok {
+	if n, ok := map[string]int{"tls": 4, "ech": 5, "http": 3, "raw": 3, "hex": 3, "hrr": 4, "idle": 6, "setup": 6, "keepalive": 4}[args[0]]; !ok {
 		return 0, false
 	} else if len(args) < n {
 		return 1, true
@@ -86,6 +89,8 @@ func gateProbe(args []string, fail func(error) int) (int, bool) {
 			return fail(fmt.Errorf("setup: bad count %q", args[5])), true
 		}
 		return setupConns(args[1], args[2], args[3], args[4], n, fail), true
+	case "keepalive": // keepalive ADDR FIRST SECOND: see keepAlive
+		return keepAlive(args[1], args[2], args[3], fail), true
 	case "raw": // raw ADDR TEXT: send TEXT, print what comes back
 		c, err := net.DialTimeout("tcp", args[1], 3*time.Second)
 		if err != nil {
@@ -97,6 +102,38 @@ func gateProbe(args []string, fail func(error) int) (int, bool) {
 		return readAnswer(c, fail), true
 	}
 	return 0, false
+}
+
+// keepAlive asks for / with Host first, reads the answer, then asks on
+// the same connection with Host second, as a keep-alive client does. It
+// prints both answers' last lines (or the second's error); it fails only
+// when the first got no answer.
+func keepAlive(addr, first, second string, fail func(error) int) int {
+	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		return fail(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	br := bufio.NewReader(c)
+	ask := func(host string) string {
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+		r, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return strings.TrimSpace(string(body))
+	}
+	a := ask(first)
+	if strings.HasPrefix(a, "error: ") {
+		return fail(errors.New(a))
+	}
+	fmt.Printf("ok first %s; second %s\n", a, ask(second))
+	return 0
 }
 
 func probeTLSConfig(sni, caFile string) (*tls.Config, error) {

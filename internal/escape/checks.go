@@ -55,7 +55,11 @@ type Targets struct {
 	// GatedNames are host:port pairs of allowed names (on an allowed
 	// port): the suite connects to their addresses asking, in the TLS SNI
 	// and in the HTTP Host, for a name the policy does not allow. The name
-	// gate must refuse both before any byte reaches the server.
+	// gate must refuse both before any byte reaches the server. The
+	// gate's adversary cases (gatesites.go: a HelloRetryRequest, SNI
+	// lists, request lines and Hosts servers read differently, a second
+	// request on a kept-alive connection) need a site recorder there
+	// (worldd -sites), which says in its answers what it read.
 	GatedNames []string
 	// GatedUDP are host:port pairs of allowed names with a UDP echo server
 	// on an allowed port: UDP to a name's address (QUIC) must be blocked
@@ -145,6 +149,7 @@ func Checks(t Targets) []Check {
 		add("allowed name's address, other SNI", hp+" sni="+other, MustFail, func(ctx context.Context) error { return sniMismatch(ctx, hp, other) })
 		add("allowed name's address, other Host", hp+" host="+other, MustFail, func(ctx context.Context) error { return hostMismatch(ctx, hp, other) })
 		add("allowed name's address, no SNI", hp, MustFail, func(ctx context.Context) error { return sniMismatch(ctx, hp, "") })
+		cs = append(cs, gateSiteChecks(hp, other)...)
 	}
 	for _, hp := range t.GatedUDP {
 		add("UDP to an allowed name (QUIC)", hp, MustFail, func(ctx context.Context) error {

@@ -39,7 +39,7 @@ var Categories = []Category{
 	{"egress-addr", "egress by address", "TCP over IPv4 and IPv6 and ICMP echo to world addresses no policy allows; escaped when the world's server answers (its \"hello from ADDR\", its echo reply)", true},
 	{"egress-name", "egress by name", "resolve a world name no policy allows and connect to it; escaped when the world's server answers", true},
 	{"dns-tunnel", "DNS tunnelling", "queries whose names carry data (a nonce and two 63-byte labels) under a domain the world serves, through the sandbox's own resolver and straight to the world's resolvers, UDP and TCP, A and TXT; escaped when the world's answer comes back", true},
-	{"fronting", "SNI/Host fronting", "connect to an allowed name's address but ask, in the TLS SNI, in the HTTP Host, or with no SNI at all, for a site no policy allows; escaped when the server behind answers", true},
+	{"fronting", "SNI/Host fronting", "connect to an allowed name's address but ask, in the TLS SNI, in the HTTP Host, or with no SNI at all, for a site no policy allows; escaped when the server behind answers. Then the name gate's adversary cases, against a server that says what it read (worldd -sites): a second ClientHello for the other site after the server's HelloRetryRequest, SNI lists with two entries or another type, two server_name extensions, an absolute-form request line, 'Host :' beside Host, two Hosts, Host variants (case, trailing dot, port, userinfo), and a second request on a pipelined or kept-alive connection; escaped when the server's answer says it read the other site", true},
 	{"udp", "UDP/QUIC", "datagrams to world addresses (443 for QUIC, and another port) and to an allowed name's address on 443; escaped when the world echoes the nonce back", true},
 	{"metadata", "cloud metadata", "TCP to the cloud metadata address, where the world stands in for the service; escaped when it answers", true},
 	{"credentials", "reading credentials", "the planted secret (or secret-named variables) in the environment; credential files (~/.claude/.credentials.json, ~/.ssh, ~/.aws, ~/.netrc, ~/.git-credentials, gh, /etc/shadow, /root, devbox's secrets); other processes' environ and, for other users' processes, their memory; escaped when read", false},
@@ -392,7 +392,9 @@ type World struct {
 	// TunnelDomain is a domain the world's DNS answers every name under.
 	TunnelDomain string `json:"tunnelDomain,omitempty"`
 	// Allowed are host:port pairs of names the sandbox allows, served by
-	// the world: the fronting attempts use their addresses.
+	// the world: the fronting attempts use their addresses. The gate's
+	// adversary cases need a site recorder there (worldd -sites); against
+	// another server they are not applicable.
 	Allowed []string `json:"allowed,omitempty"`
 	// UDP are ip:port UDP echo servers.
 	UDP []string `json:"udp,omitempty"`

@@ -92,6 +92,9 @@ func ScorecardAttempts(c Config) []Attempt {
 		add("fronting", "allowed name's address, other SNI", hp+" sni="+other, func(ctx context.Context) error { return sniMismatch(ctx, hp, other) })
 		add("fronting", "allowed name's address, other Host", hp+" host="+other, func(ctx context.Context) error { return hostMismatch(ctx, hp, other) })
 		add("fronting", "allowed name's address, no SNI", hp, func(ctx context.Context) error { return sniMismatch(ctx, hp, "") })
+		for _, c := range gateSiteChecks(hp, other) {
+			as = append(as, Attempt{Category: "fronting", Check: c})
+		}
 	}
 
 	for _, a := range w.UDP {

@@ -338,8 +338,14 @@ func TestScorecardWorld(t *testing.T) {
 	}
 	if err := testworld.InNS(w.Server, func() error {
 		l, err := net.Listen("tcp", netip.AddrPortFrom(meta, 80).String())
-		if err == nil {
-			w.Rec.ServeTCP(l)
+		if err != nil {
+			return err
+		}
+		w.Rec.ServeTCP(l)
+		// The allowed name's server says what it read (the gate's
+		// adversary cases are judged by it).
+		if l, err = net.Listen("tcp", netip.AddrPortFrom(allowed, 8081).String()); err == nil {
+			w.Rec.ServeSites(l)
 		}
 		return err
 	}); err != nil {
@@ -355,7 +361,7 @@ func TestScorecardWorld(t *testing.T) {
 		Names:        []string{"denied.test:8080"},
 		Resolvers:    []string{testworld.HostsV4[1].String() + ":53"},
 		TunnelDomain: "exfil.test",
-		Allowed:      []string{"allowed.test:80"},
+		Allowed:      []string{"allowed.test:8081"},
 		UDP:          []string{denied.String() + ":443", denied.String() + ":5000"},
 		Metadata:     meta.String() + ":80",
 	}}

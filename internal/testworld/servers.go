@@ -200,9 +200,13 @@ type Recorder struct {
 	// OnConn, when set before serving, is called for every connection or
 	// datagram.
 	OnConn func(Conn)
+	// OnSite, when set before serving, is called for every ClientHello
+	// and request a site recorder (ServeSites) reads.
+	OnSite func(Site)
 
 	mu      sync.Mutex
 	conns   []Conn
+	sites   []Site
 	closers []func() error
 }
 
@@ -239,6 +243,15 @@ func (r *Recorder) record(proto string, local, remote net.Addr) {
 // ServeTCP accepts on l: it records each connection, answers a minimal
 // HTTP response naming the address it was reached on, and closes.
 func (r *Recorder) ServeTCP(l net.Listener) {
+	r.accept(l, func(c net.Conn) {
+		body := "hello from " + c.LocalAddr().String() + "\n"
+		fmt.Fprintf(c, "HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	})
+}
+
+// accept records each connection on l and serves it with serve, which
+// the connection's closing follows; Close stops it.
+func (r *Recorder) accept(l net.Listener, serve func(net.Conn)) {
 	r.mu.Lock()
 	r.closers = append(r.closers, l.Close)
 	r.mu.Unlock()
@@ -249,9 +262,10 @@ func (r *Recorder) ServeTCP(l net.Listener) {
 				return
 			}
 			r.record("tcp", c.LocalAddr(), c.RemoteAddr())
-			body := "hello from " + c.LocalAddr().String() + "\n"
-			fmt.Fprintf(c, "HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-			c.Close()
+			go func() {
+				defer c.Close()
+				serve(c)
+			}()
 		}
 	}()
 }

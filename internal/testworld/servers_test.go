@@ -4,7 +4,11 @@ import (
 	"bufio"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
@@ -140,5 +144,74 @@ func TestCertificatePEM(t *testing.T) {
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: "other.test", Roots: ca.Pool()}); err == nil {
 		t.Error("the certificate verifies for a name it was not issued for")
+	}
+}
+
+// TestServeSites: the site recorder reads what a virtual-host server
+// would, and says so in its answers: both ClientHellos of a Go client it
+// sent a HelloRetryRequest, each request of a kept-alive connection until
+// one asks to close, and ServeTCP's answer to a client that only reads.
+func TestServeSites(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Recorder
+	r.ServeSites(l)
+	defer r.Close()
+	addr := l.Addr().String()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		return c
+	}
+
+	// TLS: Go's client answers the retry (P-256) with a second hello.
+	tc := tls.Client(dial(), &tls.Config{ServerName: "a.test", InsecureSkipVerify: true})
+	err = tc.Handshake()
+	tc.Close()
+	var rh tls.RecordHeaderError
+	if !errors.As(err, &rh) || !strings.HasPrefix(string(rh.RecordHeader[:]), "hello") {
+		t.Errorf("TLS: %v, want the recorder's clear-text answer after the second hello", err)
+	}
+
+	// HTTP: two requests kept alive, the second asking to close; a third
+	// (pipelined after it) is never read.
+	c := dial()
+	io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: a.test\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `request="GET /1 HTTP/1.1" host=["a.test"]`) {
+		t.Errorf("first answer %q", body)
+	}
+	io.WriteString(c, "GET /2 HTTP/1.1\r\nHost :b.test\r\nHost: a.test\r\nConnection: close\r\n\r\nGET /3 HTTP/1.1\r\nHost: c.test\r\n\r\n")
+	rest, _ := io.ReadAll(br)
+	c.Close()
+	if !strings.Contains(string(rest), `host=["b.test" "a.test"]`) || strings.Contains(string(rest), "c.test") {
+		t.Errorf("second answer %q", rest)
+	}
+
+	// A client that only reads.
+	c = dial()
+	got, _ := io.ReadAll(c)
+	c.Close()
+	if !strings.Contains(string(got), "hello from "+addr) {
+		t.Errorf("banner %q", got)
+	}
+
+	var seen []string
+	for _, s := range r.Sites() {
+		seen = append(seen, fmt.Sprintf("%s %d %d %q", s.Proto, s.Hello, s.Request, s.Names))
+	}
+	want := []string{`tls 1 0 ["a.test"]`, `tls 2 0 ["a.test"]`, `http 0 1 ["GET /1 HTTP/1.1" "a.test"]`, `http 0 2 ["GET /2 HTTP/1.1" "b.test" "a.test"]`}
+	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
+		t.Errorf("sites:\n%s\nwant:\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
 	}
 }

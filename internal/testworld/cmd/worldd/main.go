@@ -7,6 +7,10 @@
 //	query udp A api.test from 10.0.0.5:41234
 //	conn tcp 10.0.0.2:443 from 10.0.0.5:50112
 //	http GET /simple/ from 10.0.0.5:50114
+//	site http #1 ["GET / HTTP/1.1" "allowed.test:8080"] on 10.0.0.2:8080 from 10.0.0.5:50116
+//
+// -sites PORTS serves a site recorder there instead (testworld.ServeSites):
+// what a server choosing a virtual host per ClientHello or request read.
 //
 // With -tls-cert it also serves HTTPS on port 443 of every address (leave
 // 443 out of -tcp): the fake Messages API for -api-host and a git
@@ -45,6 +49,7 @@ func main() {
 	var addrs, records, files list
 	tcp := flag.String("tcp", "80,443,8080", "TCP ports to serve on every address")
 	udp := flag.String("udp", "443,5000", "UDP ports to serve on every address")
+	sites := flag.String("sites", "", "TCP ports to serve on every address with a site recorder (testworld.ServeSites): it reads and prints every ClientHello's names and every request's line and Hosts")
 	flag.Var(&addrs, "addr", "address to serve on (repeatable; default 0.0.0.0 and ::)")
 	flag.Var(&records, "record", `DNS record "NAME TYPE TTL VALUE" (repeatable), e.g. "api.test A 60 10.0.0.2"`)
 	var hs httpsOptions
@@ -85,6 +90,11 @@ func main() {
 		fmt.Printf("conn %s %s from %s\n", c.Proto, c.Local, c.Remote)
 		out.Unlock()
 	}}
+	rec.OnSite = func(s testworld.Site) {
+		out.Lock()
+		fmt.Println(s)
+		out.Unlock()
+	}
 	printf := func(format string, args ...any) {
 		out.Lock()
 		fmt.Printf(format, args...)
@@ -111,6 +121,11 @@ func main() {
 			l, err := net.Listen("tcp", ap(p))
 			check(err)
 			rec.ServeTCP(l)
+		}
+		for _, p := range ports(*sites) {
+			l, err := net.Listen("tcp", ap(p))
+			check(err)
+			rec.ServeSites(l)
 		}
 		if web != nil {
 			l, err := net.Listen("tcp", ap(443))
