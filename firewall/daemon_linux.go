@@ -39,19 +39,11 @@ func StartDNS(ctx context.Context, cfg Config, opts DaemonOptions) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	// The new filter's sockets first, while the old filter still holds
-	// the port: it is never free for another process to take.
-	ls, err := daemonpid.Listen("DNS filter", dnsAddrs(cfg))
+	ls, err := takeOver(cfg, "DNS filter", dnsAddrs(cfg), StopDNS)
 	if err != nil {
-		return 0, fmt.Errorf("firewall: %w", err)
-	}
-	defer ls.Close()
-	if err := StopDNS(cfg); err != nil {
 		return 0, err
 	}
-	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
-		return 0, fmt.Errorf("firewall: %w", err)
-	}
+	defer ls.Close()
 	// The hit counters restart with each filter: the policy, so the
 	// entries counted, may have changed.
 	if err := os.WriteFile(filepath.Join(cfg.StateDir, HitsFile), nil, 0o644); err != nil {
@@ -110,6 +102,26 @@ func dnsAddrs(cfg Config) []daemonpid.Addr {
 		out = append(out, daemonpid.Addr{Net: "udp", Addr: ap}, daemonpid.Addr{Net: "tcp", Addr: ap})
 	}
 	return out
+}
+
+// takeOver makes the sockets (addrs) of the daemon name while the one it
+// replaces still holds the ports, so they are never free for another
+// process to take; then it stops that one (stop) and makes cfg.StateDir.
+// The caller closes the listeners.
+func takeOver(cfg Config, name string, addrs []daemonpid.Addr, stop func(Config) error) (*daemonpid.Listeners, error) {
+	ls, err := daemonpid.Listen(name, addrs)
+	if err != nil {
+		return nil, fmt.Errorf("firewall: %w", err)
+	}
+	if err := stop(cfg); err != nil {
+		ls.Close()
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		ls.Close()
+		return nil, fmt.Errorf("firewall: %w", err)
+	}
+	return ls, nil
 }
 
 // withDefaults fills in the daemon's account (uid, its own group) and the

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -37,30 +36,6 @@ type fence struct {
 	dir   string
 	bin   string
 	apply applyOut
-}
-
-// testBinary copies the test binary where the DNS filter's user (998) can
-// execute it: go test's own work directory is private to root.
-func testBinary(t testing.TB, dir string) string {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := os.Open(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	bin := filepath.Join(dir, "fwtest")
-	out, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	out.Close()
-	return bin
 }
 
 func standardZone(d *testworld.DNSServer) {
@@ -102,14 +77,10 @@ func newWorld(t testing.TB, cfg Config) *fence {
 	for _, b := range []string{"ip", "iptables-restore", "ip6tables-restore"} {
 		devboxtest.RequireBinary(t, b)
 	}
-	dir, err := os.MkdirTemp("", "devbox-fw-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755)
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := devboxtest.SharedTempDir(t, "devbox-fw-")
 	f := &fence{t: t, dir: dir}
-	f.bin = testBinary(t, dir)
+	// Where the DNS filter's user (998) can execute it.
+	f.bin = devboxtest.CopyTestBinary(t, dir, "fwtest")
 	f.w = testworld.New(t)
 	standardZone(f.w.DNS)
 	cfg.StateDir = dir

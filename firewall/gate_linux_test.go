@@ -395,30 +395,12 @@ func TestGate_ClaudeCode(t *testing.T) {
 // made by the agent's uid, and the world asserts that nothing it refused
 // reached a server.
 
-// lockedBuffer collects a process's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // opensslVhosts starts `openssl s_server` in the world on hostGate:port:
 // good.test's certificate by default, evil.test's when the SNI says
 // evil.test, TLS 1.3 with P-256 only (a client that offers an X25519 key
 // share gets a HelloRetryRequest). -tlsextdebug makes it print each name
 // it reads ("Hostname in TLS extension") and each switch to evil.test.
-func (g *gateFence) opensslVhosts(t *testing.T, port string) *lockedBuffer {
+func (g *gateFence) opensslVhosts(t *testing.T, port string) *devboxtest.SyncBuffer {
 	t.Helper()
 	devboxtest.RequireBinary(t, "openssl")
 	ca, err := testworld.NewCA()
@@ -445,11 +427,11 @@ func (g *gateFence) opensslVhosts(t *testing.T, port string) *lockedBuffer {
 
 // startInWorld runs argv in the world's namespace until t ends and
 // returns its output so far.
-func (g *gateFence) startInWorld(t *testing.T, argv ...string) *lockedBuffer {
+func (g *gateFence) startInWorld(t *testing.T, argv ...string) *devboxtest.SyncBuffer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", g.w.Server}, argv...)...)
-	out := &lockedBuffer{}
+	out := &devboxtest.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -76,22 +76,16 @@ func retryEINTR(fn func() (uintptr, unix.Errno)) (int, error) {
 	}
 }
 
-func rawRead(fd int, p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	return retryEINTR(func() (uintptr, unix.Errno) {
-		r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-		return r, e
-	})
-}
+func rawRead(fd int, p []byte) (int, error)  { return rawIO(unix.SYS_READ, fd, p) }
+func rawWrite(fd int, p []byte) (int, error) { return rawIO(unix.SYS_WRITE, fd, p) }
 
-func rawWrite(fd int, p []byte) (int, error) {
+// rawIO is read(2) or write(2) (trap) of p on fd.
+func rawIO(trap uintptr, fd int, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
 	return retryEINTR(func() (uintptr, unix.Errno) {
-		r, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		r, _, e := unix.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 		return r, e
 	})
 }

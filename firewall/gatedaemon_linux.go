@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -37,19 +36,11 @@ func StartGate(ctx context.Context, cfg Config, opts DaemonOptions) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	// The new gate's sockets first, while the old gate still holds the
-	// port (see daemonpid.Listen).
-	ls, err := daemonpid.Listen("name gate", gateAddrs(cfg))
+	ls, err := takeOver(cfg, "name gate", gateAddrs(cfg), StopGate)
 	if err != nil {
-		return 0, fmt.Errorf("firewall: %w", err)
-	}
-	defer ls.Close()
-	if err := StopGate(cfg); err != nil {
 		return 0, err
 	}
-	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
-		return 0, fmt.Errorf("firewall: %w", err)
-	}
+	defer ls.Close()
 	addr := gateAddr(cfg)
 	return startDaemon(ctx, cfg, opts, daemon{
 		name:       "name gate",

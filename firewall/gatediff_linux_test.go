@@ -50,7 +50,7 @@ type diffServers struct {
 	nginxAddr string // "" when nginx is not there
 	tlsL      net.Listener
 	sslAddr   string // openssl s_server, "" when absent
-	sslOut    *lockedBuffer
+	sslOut    *devboxtest.SyncBuffer
 	syncN     int
 	mu        sync.Mutex // one input at a time per openssl
 	dir       string
@@ -175,7 +175,7 @@ func (d *diffServers) startOpenSSL(files []string) error {
 	cmd := exec.Command("stdbuf", "-oL", "-eL", "openssl", "s_server", "-accept", addr,
 		"-cert", files[0], "-key", files[1], "-servername", "evil.test", "-cert2", files[2], "-key2", files[3],
 		"-www", "-tlsextdebug")
-	d.sslOut = &lockedBuffer{}
+	d.sslOut = &devboxtest.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = d.sslOut, d.sslOut
 	if err := d.startProc(cmd); err != nil {
 		return err
@@ -201,7 +201,7 @@ func (d *diffServers) startNginx(nginx, dir string) error {
 		return err
 	}
 	cmd := exec.Command(nginx, "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", cf)
-	var out lockedBuffer
+	var out devboxtest.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := d.startProc(cmd); err != nil {
 		return err

@@ -65,16 +65,10 @@ func (pp *pipePool) put(p gatePipe, empty bool) {
 
 // rawSplice moves up to n bytes from in to out without blocking.
 func rawSplice(in, out, n int) (int, error) {
-	for {
+	return retryEINTR(func() (uintptr, unix.Errno) {
 		r, _, e := unix.RawSyscall6(unix.SYS_SPLICE, uintptr(in), 0, uintptr(out), 0, uintptr(n), unix.SPLICE_F_NONBLOCK)
-		switch e {
-		case 0:
-			return int(r), nil
-		case unix.EINTR:
-			continue
-		}
-		return 0, e
-	}
+		return r, e
+	})
 }
 
 // spliceCopy copies src to dst until src's end of stream (nil) or an

@@ -80,23 +80,20 @@ func helperDaemon(run func(context.Context, Config) error) int {
 // $DEVBOX_FW_CPUPROFILE if set: for profiling the filter by hand
 // (docs/firewall.md, "Profiling").
 func runDNSProfiled(ctx context.Context, cfg Config) error {
-	if p := os.Getenv("DEVBOX_FW_CPUPROFILE"); p != "" {
-		pf, err := os.Create(p)
-		if err != nil {
-			return err
-		}
-		pprof.StartCPUProfile(pf)
-		defer pf.Close()
-		defer pprof.StopCPUProfile()
-	}
-	return RunDNS(ctx, cfg)
+	return cpuProfiled("DEVBOX_FW_CPUPROFILE", os.O_RDWR|os.O_CREATE|os.O_TRUNC, func() error { return RunDNS(ctx, cfg) })
 }
 
 // runGateProfiled is RunGate, with a CPU profile written to
 // $DEVBOX_GATE_CPUPROFILE if set (BenchmarkGateConn).
 func runGateProfiled(ctx context.Context, cfg Config) error {
-	if p := os.Getenv("DEVBOX_GATE_CPUPROFILE"); p != "" {
-		pf, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+	return cpuProfiled("DEVBOX_GATE_CPUPROFILE", os.O_WRONLY|os.O_TRUNC, func() error { return RunGate(ctx, cfg) })
+}
+
+// cpuProfiled runs run with a CPU profile written to the file $env names,
+// if set, opened with flag.
+func cpuProfiled(env string, flag int, run func() error) error {
+	if p := os.Getenv(env); p != "" {
+		pf, err := os.OpenFile(p, flag, 0o666)
 		if err != nil {
 			return err
 		}
@@ -104,7 +101,7 @@ func runGateProfiled(ctx context.Context, cfg Config) error {
 		defer pf.Close()
 		defer pprof.StopCPUProfile()
 	}
-	return RunGate(ctx, cfg)
+	return run()
 }
 
 // killAndWait kills the process pidOf finds for cfg with SIGKILL and waits

@@ -16,24 +16,17 @@ import (
 // TestRulesGolden compiles every testdata/rules-*.json Config and compares
 // the iptables-restore text with testdata/rules-*.golden.
 func TestRulesGolden(t *testing.T) {
-	inputs, err := filepath.Glob("testdata/rules-*.json")
-	if err != nil || len(inputs) == 0 {
-		t.Fatalf("no golden inputs: %v", err)
-	}
-	for _, in := range inputs {
-		name := strings.TrimSuffix(filepath.Base(in), ".json")
-		t.Run(name, func(t *testing.T) {
-			cfg, err := LoadConfig(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var b strings.Builder
-			for _, rs := range Rules(cfg) {
-				b.WriteString("# " + rs.Family.String() + "\n" + rs.String())
-			}
-			golden.Check(t, filepath.Join("testdata", name+".golden"), []byte(b.String()))
-		})
-	}
+	golden.ForEach(t, "testdata/rules-*.json", func(t *testing.T, in, name string) {
+		cfg, err := LoadConfig(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, rs := range Rules(cfg) {
+			b.WriteString("# " + rs.Family.String() + "\n" + rs.String())
+		}
+		golden.Check(t, filepath.Join("testdata", name+".golden"), []byte(b.String()))
+	})
 }
 
 func TestRestoreSkipsPresentJumps(t *testing.T) {

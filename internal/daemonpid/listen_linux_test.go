@@ -63,27 +63,7 @@ func helper(name string, args []string) int {
 
 // copyBinary copies the test binary where other uids can run it.
 func copyBinary(t *testing.T) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// t.TempDir's parent is 0700: a directory of its own, open to all.
-	dir, err := os.MkdirTemp("", "daemonpid-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	bin := filepath.Join(dir, "daemonpid.test")
-	if err := os.WriteFile(bin, raw, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return bin
+	return devboxtest.CopyTestBinary(t, devboxtest.SharedTempDir(t, "daemonpid-"), "daemonpid.test")
 }
 
 // agent starts uid 1000 binding addrs in a loop (devboxtest.Squat).

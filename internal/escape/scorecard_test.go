@@ -284,20 +284,12 @@ func TestScorecardHelper(t *testing.T) {
 // can read), and returns the card.
 func scoreIn(t *testing.T, w *testworld.World, c Config) Card {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "devbox-scorecard-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o777)
+	dir := devboxtest.SharedTempDir(t, "devbox-scorecard-")
+	os.Chmod(dir, 0o777) // the helper writes card.json there
 	cfg := filepath.Join(dir, "config.json")
 	b, _ := json.Marshal(c)
 	os.WriteFile(cfg, b, 0o644)
-	self, _ := os.Executable()
-	exe := filepath.Join(dir, "escape.test")
-	if b, err := os.ReadFile(self); err != nil || os.WriteFile(exe, b, 0o755) != nil {
-		t.Fatalf("copy the test binary: %v", err)
-	}
+	exe := devboxtest.CopyTestBinary(t, dir, "escape.test")
 	cmd := w.Command(context.Background(), "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
 		exe, "-test.run", "^TestScorecardHelper$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), helperEnv+"="+cfg, "HOME="+dir)

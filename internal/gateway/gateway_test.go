@@ -112,25 +112,7 @@ type fixture struct {
 	http    *testworld.Recording
 	secrets *memSecrets
 	url     string
-	logs    *syncBuffer
-}
-
-// syncBuffer is a log destination tests read while the gateway writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs    *devboxtest.SyncBuffer
 }
 
 func newFixture(t *testing.T, hold <-chan struct{}, withGit ...bool) *fixture {
@@ -140,7 +122,7 @@ func newFixture(t *testing.T, hold <-chan struct{}, withGit ...bool) *fixture {
 		api:     &testworld.MessagesAPI{Key: apiKey, Reply: "hello from the fake API", Hold: hold},
 		http:    &testworld.Recording{},
 		secrets: &memSecrets{m: map[string]string{"anthropic": apiKey, "github": gitToken, "example": httpToken}},
-		logs:    &syncBuffer{},
+		logs:    &devboxtest.SyncBuffer{},
 	}
 	u.serve(t, "api.anthropic.test", f.api)
 	if _, err := exec.LookPath("git"); err == nil && len(withGit) > 0 {

@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -170,34 +169,10 @@ func (c *container) run(uid int, env []string, stdin string, argv ...string) (st
 // test, holding the devbox binary and this test binary as "probe".
 func binDir(t *testing.T, prefix string) (dir, devbox, probe string) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755)
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir = devboxtest.SharedTempDir(t, prefix)
 	devbox = filepath.Join(dir, "devbox")
-	copyFile(t, devboxtest.BuildDevbox(t), devbox)
-	probe = filepath.Join(dir, "probe")
-	self, _ := os.Executable()
-	copyFile(t, self, probe)
-	return dir, devbox, probe
-}
-
-func copyFile(t *testing.T, src, dst string) {
-	in, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
+	devboxtest.CopyFile(t, devboxtest.BuildDevbox(t), devbox)
+	return dir, devbox, devboxtest.CopyTestBinary(t, dir, "probe")
 }
 
 // TestWorld is the credential gateway's acceptance test: a fenced client

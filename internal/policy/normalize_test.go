@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/devbox-dev/devbox/internal/golden"
@@ -18,55 +17,48 @@ import (
 // point: Parse(normalized) equals the policy and normalizes to the same
 // bytes.
 func TestNormalize(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.jsonc")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no testdata/*.jsonc: %v", err)
-	}
-	for _, file := range files {
-		base := strings.TrimSuffix(filepath.Base(file), ".jsonc")
-		t.Run(base, func(t *testing.T) {
-			raw, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ex, err := Explain(base+".jsonc", raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := ex.Policy
-			norm, err := p.Normalize()
-			if err != nil {
-				t.Fatal(err)
-			}
-			golden.Check(t, filepath.Join("testdata", base+".normalized.json"), norm)
+	golden.ForEach(t, "testdata/*.jsonc", func(t *testing.T, file, base string) {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex, err := Explain(base+".jsonc", raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := ex.Policy
+		norm, err := p.Normalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden.Check(t, filepath.Join("testdata", base+".normalized.json"), norm)
 
-			q, err := Parse(base+".jsonc", norm)
-			if err != nil {
-				t.Fatalf("Parse(normalized): %v", err)
-			}
-			if !reflect.DeepEqual(p, q) {
-				t.Errorf("Parse(normalized) differs:\n%+v\n%+v", p, q)
-			}
-			again, err := q.Normalize()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(norm, again) {
-				t.Errorf("normalizing twice changed the bytes:\n%s\n%s", norm, again)
-			}
+		q, err := Parse(base+".jsonc", norm)
+		if err != nil {
+			t.Fatalf("Parse(normalized): %v", err)
+		}
+		if !reflect.DeepEqual(p, q) {
+			t.Errorf("Parse(normalized) differs:\n%+v\n%+v", p, q)
+		}
+		again, err := q.Normalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(norm, again) {
+			t.Errorf("normalizing twice changed the bytes:\n%s\n%s", norm, again)
+		}
 
-			var text bytes.Buffer
-			if err := ex.WriteText(&text); err != nil {
-				t.Fatal(err)
-			}
-			golden.Check(t, filepath.Join("testdata", base+".explain.txt"), text.Bytes())
-			js, err := json.MarshalIndent(ex, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			golden.Check(t, filepath.Join("testdata", base+".explain.json"), append(js, '\n'))
-		})
-	}
+		var text bytes.Buffer
+		if err := ex.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		golden.Check(t, filepath.Join("testdata", base+".explain.txt"), text.Bytes())
+		js, err := json.MarshalIndent(ex, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden.Check(t, filepath.Join("testdata", base+".explain.json"), append(js, '\n'))
+	})
 }
 
 func TestValidate(t *testing.T) {

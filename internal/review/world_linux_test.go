@@ -48,12 +48,7 @@ func TestReviewWorld(t *testing.T) {
 		devboxtest.RequireBinary(t, b)
 	}
 	bin := devboxtest.BuildDevbox(t)
-	dir, err := os.MkdirTemp("", "devbox-review-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755)
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := devboxtest.SharedTempDir(t, "devbox-review-")
 	w := testworld.New(t)
 	for i, n := range []string{"allowed.test", "blocked.test", "other.test"} {
 		w.DNS.Set(n, dns.TypeA, 60, testworld.HostsV4[i+1].String())

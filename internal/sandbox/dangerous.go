@@ -22,6 +22,21 @@ var (
 // nor into .git, node_modules (large, and never a place an editor or a
 // shell reads settings from) or symbolic links, which are never followed.
 func findDangerous(fsys FS, root string, found func(p string, k Kind)) error {
+	// foundIn reports each of names under dir, the missing ones too when
+	// missing is set.
+	foundIn := func(dir string, names []string, missing bool) error {
+		for _, n := range names {
+			q := path.Join(dir, n)
+			k, err := fsys.Lstat(q)
+			if err != nil {
+				return err
+			}
+			if missing || k != Missing {
+				found(q, k)
+			}
+		}
+		return nil
+	}
 	var walk func(dir string, depth int) error
 	walk = func(dir string, depth int) error {
 		entries, err := readDirKinds(fsys, dir)
@@ -39,26 +54,14 @@ func findDangerous(fsys FS, root string, found func(p string, k Kind)) error {
 				found(p, File)
 			case e.Kind != Dir:
 			case e.Name == ".git":
-				for _, n := range gitDangerous {
-					q := path.Join(dir, n)
-					k, err := fsys.Lstat(q)
-					if err != nil {
-						return err
-					}
-					found(q, k)
+				if err := foundIn(dir, gitDangerous, true); err != nil {
+					return err
 				}
 			case dangerousDir[e.Name]:
 				found(p, Dir)
 			case e.Name == ".claude":
-				for _, n := range claudeDirs {
-					q := path.Join(p, n)
-					k, err := fsys.Lstat(q)
-					if err != nil {
-						return err
-					}
-					if k != Missing {
-						found(q, k)
-					}
+				if err := foundIn(p, claudeDirs, false); err != nil {
+					return err
 				}
 			case depth < maxGlobDepth:
 				if err := walk(p, depth+1); err != nil {

@@ -245,22 +245,37 @@ func (pl *planner) plan() (Spec, error) {
 func (pl *planner) hide(ws string) error {
 	pl.hidden = map[string]Kind{}
 	for _, e := range pl.cfg.DenyRead {
-		ps, err := pl.expand(e)
-		if err != nil {
-			return err
-		}
-		for _, p := range ps {
-			r, err := resolve(pl.fsys, p)
-			if err != nil {
-				return err
-			}
+		err := pl.eachResolved(e, func(_ string, r resolved) error {
 			if r.Kind == Missing {
-				continue
+				return nil
 			}
 			if under(ws, r.Real) {
 				return fmt.Errorf("sandbox: denyRead entry %q hides the workspace %s", e, ws)
 			}
 			pl.hidden[r.Real] = r.Kind
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eachResolved expands a list entry and calls fn with each path it names
+// and that path resolved, stopping at the first error.
+func (pl *planner) eachResolved(entry string, fn func(p string, r resolved) error) error {
+	ps, err := pl.expand(entry)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		r, err := resolve(pl.fsys, p)
+		if err != nil {
+			return err
+		}
+		if err := fn(p, r); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -349,32 +364,24 @@ func (pl *planner) protect(ws string) ([]prot, error) {
 func (pl *planner) cacheRunLater() ([]want, error) {
 	var explicit []string
 	for _, e := range append([]string{pl.cfg.Workspace}, pl.cfg.AllowWrite...) {
-		ps, err := pl.expand(e)
+		err := pl.eachResolved(e, func(_ string, r resolved) error {
+			explicit = append(explicit, r.Real)
+			return nil
+		})
 		if err != nil {
 			return nil, err
-		}
-		for _, p := range ps {
-			r, err := resolve(pl.fsys, p)
-			if err != nil {
-				return nil, err
-			}
-			explicit = append(explicit, r.Real)
 		}
 	}
 	var wants []want
 	for _, e := range CacheRunLater {
-		ps, err := pl.expand(e)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range ps {
-			r, err := resolve(pl.fsys, p)
-			if err != nil {
-				return nil, err
-			}
+		err := pl.eachResolved(e, func(p string, r resolved) error {
 			if deepest(r.Real, slices.Values(explicit)) == "" {
 				wants = append(wants, want{e, p, Dir})
 			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return wants, nil

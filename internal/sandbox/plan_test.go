@@ -107,27 +107,20 @@ func render(spec Spec, err error) string {
 }
 
 func TestPlanGolden(t *testing.T) {
-	inputs, err := filepath.Glob("testdata/*.json")
-	if err != nil || len(inputs) == 0 {
-		t.Fatalf("no testdata/*.json inputs: %v", err)
-	}
-	for _, in := range inputs {
-		name := strings.TrimSuffix(filepath.Base(in), ".json")
-		t.Run(name, func(t *testing.T) {
-			raw, err := os.ReadFile(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var c goldenCase
-			dec := json.NewDecoder(strings.NewReader(string(raw)))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&c); err != nil {
-				t.Fatalf("%s: %v", in, err)
-			}
-			got := render(Plan(c.Config, c.FS))
-			golden.Check(t, strings.TrimSuffix(in, ".json")+".golden", []byte(got))
-		})
-	}
+	golden.ForEach(t, "testdata/*.json", func(t *testing.T, in, _ string) {
+		raw, err := os.ReadFile(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c goldenCase
+		dec := json.NewDecoder(strings.NewReader(string(raw)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		got := render(Plan(c.Config, c.FS))
+		golden.Check(t, strings.TrimSuffix(in, ".json")+".golden", []byte(got))
+	})
 }
 
 func TestResolve(t *testing.T) {

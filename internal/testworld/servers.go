@@ -218,9 +218,12 @@ func (r *Recorder) Conns() []Conn {
 }
 
 // Seen counts connections/datagrams to local address a (any port if port is 0).
-func (r *Recorder) Seen(a netip.Addr, port uint16) int {
+func (r *Recorder) Seen(a netip.Addr, port uint16) int { return countTo(r.Conns(), a, port) }
+
+// countTo counts the conns to local address a (any port if port is 0).
+func countTo(conns []Conn, a netip.Addr, port uint16) int {
 	n := 0
-	for _, c := range r.Conns() {
+	for _, c := range conns {
 		if c.Local.Addr() == a && (port == 0 || c.Local.Port() == port) {
 			n++
 		}

@@ -127,15 +127,7 @@ func (w *Web) ServerNames() []string {
 }
 
 // Seen counts connections accepted on local address a (any port if 0).
-func (w *Web) Seen(a netip.Addr, port uint16) int {
-	n := 0
-	for _, c := range w.Conns() {
-		if c.Local.Addr() == a && (port == 0 || c.Local.Port() == port) {
-			n++
-		}
-	}
-	return n
-}
+func (w *Web) Seen(a netip.Addr, port uint16) int { return countTo(w.Conns(), a, port) }
 
 type recordingListener struct {
 	net.Listener

@@ -19,8 +19,7 @@ here=$root/scripts/bench
 [ "$(id -u)" = 0 ] || { echo "firewall.sh: run as root" >&2; exit 1; }
 . "$here/netns.sh"
 
-tmp=$(mktemp -d /tmp/devbox-fwbench.XXXXXX)
-chmod 755 "$tmp"
+tmp=$(bench_tmp fwbench)
 ids=()
 cleanup() {
 	for id in "${ids[@]}"; do world_down "$id"; done
@@ -28,8 +27,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "building devbox, worldd, fwbench…"
-(cd "$root" && go build -o "$tmp/devbox" ./cmd/devbox && go build -o "$tmp/worldd" ./internal/testworld/cmd/worldd && go build -o "$tmp/fwbench" ./scripts/bench/fwbench)
+bench_build "$root" "$tmp"
 
 ms() { echo $(( ($2 - $1) / 1000000 )); }
 now() { date +%s%N; }

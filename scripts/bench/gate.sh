@@ -47,8 +47,7 @@ here=$root/scripts/bench
 [ "$(id -u)" = 0 ] || { echo "gate.sh: run as root" >&2; exit 1; }
 . "$here/netns.sh"
 
-tmp=$(mktemp -d /tmp/devbox-gatebench.XXXXXX)
-chmod 755 "$tmp"
+tmp=$(bench_tmp gatebench)
 id=gb$$
 cleanup() {
 	world_down "$id"
@@ -56,8 +55,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "building devbox, worldd, fwbench…"
-(cd "$root" && go build -o "$tmp/devbox" ./cmd/devbox && go build -o "$tmp/worldd" ./internal/testworld/cmd/worldd && go build -o "$tmp/fwbench" ./scripts/bench/fwbench)
+bench_build "$root" "$tmp"
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 world_up "$id"

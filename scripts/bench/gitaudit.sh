@@ -14,10 +14,7 @@ set -eu
 FILES=${FILES:-100000}
 REPOS=${REPOS:-20}
 N=${N:-10}
-here=$(cd "$(dirname "$0")/../.." && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-(cd "$here" && go build -o "$work/devbox" ./cmd/devbox)
+. "$(dirname "$0")/workdir.sh"
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null HOME="$work/home" XDG_STATE_HOME="$work/state"
 mkdir -p "$HOME"
 g() { git -c user.email=b@x.test -c user.name=b -c init.defaultBranch=main -c protocol.file.allow=always -c gc.auto=0 "$@"; }

@@ -1,6 +1,23 @@
 # Sourced by the firewall bench scripts: a client namespace whose only route
 # leads to a world namespace (10.77.0.0/24, fd77::/64) where worldd serves
-# DNS for .test and TCP/UDP. Nothing else is ever contacted.
+# DNS for .test and TCP/UDP. Nothing else is ever contacted. Also the
+# scripts' shared set-up: their work directory and binaries.
+
+# bench_tmp NAME: makes and prints /tmp/devbox-NAME.XXXXXX, 0755 so that
+# the daemons' own users can run the binaries in it.
+bench_tmp() {
+	local d
+	d=$(mktemp -d "/tmp/devbox-$1.XXXXXX")
+	chmod 755 "$d"
+	echo "$d"
+}
+
+# bench_build ROOT DIR: builds devbox, worldd and fwbench from the checkout
+# ROOT into DIR.
+bench_build() {
+	echo "building devbox, worldd, fwbench…"
+	(cd "$1" && go build -o "$2/devbox" ./cmd/devbox && go build -o "$2/worldd" ./internal/testworld/cmd/worldd && go build -o "$2/fwbench" ./scripts/bench/fwbench)
+}
 
 # world_up ID: creates dbc-ID (client) and dbw-ID (world).
 world_up() {

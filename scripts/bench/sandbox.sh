@@ -7,10 +7,7 @@
 set -eu
 N=${N:-200}
 NGIT=${NGIT:-30}
-here=$(cd "$(dirname "$0")/../.." && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-(cd "$here" && go build -o "$work/devbox" ./cmd/devbox)
+. "$(dirname "$0")/workdir.sh"
 
 # median of N runs of "$@", in milliseconds, printed with 2 decimals
 median() {

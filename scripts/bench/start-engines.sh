@@ -7,7 +7,5 @@
 # services' user, devbox-podman).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-runs=${1:-3}
-eval "$(scripts/services env)"
-go test -count=1 -timeout 30m -run '^$' -bench '^BenchmarkStartEngines$' -benchtime "${runs}x" ./e2e |
-	grep -E '^(docker|podman [a-z]+) devcontainer up:|^\||^BenchmarkStartEngines|^ok|^FAIL|---'
+. scripts/bench/e2ebench.sh
+e2e_bench StartEngines "${1:-3}" '^(docker|podman [a-z]+) devcontainer up:|^\|'

@@ -7,7 +7,5 @@
 # /run/devbox/status). Target: the devbox part under 1 s.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-runs=${1:-5}
-eval "$(scripts/services env)"
-go test -count=1 -timeout 30m -run '^$' -bench '^BenchmarkStart$' -benchtime "${runs}x" ./e2e |
-	grep -E '^(docker run|devcontainer up):|^BenchmarkStart|^ok|^FAIL|---'
+. scripts/bench/e2ebench.sh
+e2e_bench Start "${1:-5}" '^(docker run|devcontainer up):'
