@@ -193,7 +193,13 @@ func (o Options) podSpec(agentCmd []string, job bool) corev1.PodSpec {
 	if hasCreds {
 		// The secrets directory is the fence container's own (in memory),
 		// filled at start from the Secret, which only this container mounts.
-		vols = append(vols, emptyDir(volSecrets, corev1.StorageMediumMemory), corev1.Volume{Name: volCredentials, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: o.SecretName, DefaultMode: ptr(int32(0o400))}}})
+		src := &corev1.SecretVolumeSource{SecretName: o.SecretName, DefaultMode: ptr(int32(0o400))}
+		if o.Podman {
+			// podman 4.3.1's kube play dereferences `optional` without a
+			// nil check and panics when it is left out (checked here).
+			src.Optional = ptr(false)
+		}
+		vols = append(vols, emptyDir(volSecrets, corev1.StorageMediumMemory), corev1.Volume{Name: volCredentials, VolumeSource: corev1.VolumeSource{Secret: src}})
 		fenceMounts = append(fenceMounts, corev1.VolumeMount{Name: volSecrets, MountPath: layout.SecretsDir}, corev1.VolumeMount{Name: volCredentials, MountPath: CredentialsMount, ReadOnly: true})
 		fenceCmd = append(fenceCmd, "--secrets-from", CredentialsMount)
 	}

@@ -205,6 +205,19 @@ func TestPodmanShape(t *testing.T) {
 		if cmd := strings.Join(s.Containers[1].Command, " "); !strings.Contains(cmd, "entrypoint --fenced") {
 			t.Errorf("the agent does not wait for the fence: %s", cmd)
 		}
+		// podman 4.3.1 panics on a Secret volume without `optional`.
+		n := 0
+		for _, v := range s.Volumes {
+			if v.Secret != nil {
+				n++
+				if v.Secret.Optional == nil || *v.Secret.Optional {
+					t.Errorf("the Secret volume %s is not optional: false", v.Name)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d Secret volumes, want 1 (testdata/agent.jsonc has credentials)", n)
+		}
 	}
 	if _, err := Job(o); err == nil {
 		t.Error("a Job for podman")
