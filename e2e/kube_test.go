@@ -229,14 +229,15 @@ func TestKube(t *testing.T) {
 	} else {
 		t.Logf("devbox doctor:\n%s", doctor.String())
 	}
-	checkWorldLog(t, w, control, "["+w.W1v6+"]:8080")
 
 	t.Run("credential route", func(t *testing.T) {
 		kubeCredentialRoute(t, pd, fence, agent, apiKey, gitToken, worldLog)
 	})
 	t.Run("job", func(t *testing.T) {
-		kubeJob(t, e, pd, w, image, pol, secret, shared, tls, apiKey, worldLog)
+		kubeJob(t, e, pd, w, image, pol, secret, tls, apiKey, worldLog)
 	})
+	// Last: reading the world's log stops its servers.
+	checkWorldLog(t, w, control, "["+w.W1v6+"]:8080")
 }
 
 // createKubeSecret makes the podman secret name holding keys, in the form
@@ -409,7 +410,7 @@ func kubeCredentialRoute(t *testing.T, pd devboxtest.Docker, fence, agent, apiKe
 // API) against the world's fake Messages API, and, as the fake API edits
 // nothing, pushes nothing. The agent's container must exit 0 with Claude
 // Code's JSON result in its log.
-func kubeJob(t *testing.T, e env, pd devboxtest.Docker, w *world, image, pol, secret, shared, tls, apiKey string, worldLog func() string) {
+func kubeJob(t *testing.T, e env, pd devboxtest.Docker, w *world, image, pol, secret, tls, apiKey string, worldLog func() string) {
 	claude, err := filepath.EvalSymlinks(devboxtest.Env(t, "DEVBOX_CLAUDE"))
 	if err != nil {
 		t.Fatal(err)
