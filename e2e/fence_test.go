@@ -514,10 +514,18 @@ var sampleImage string
 // buildImageTagged is buildImage pushing to the tag nonce.
 func buildImageTagged(t testing.TB, e env, w *world, nonce string) string {
 	t.Helper()
+	image := pushPolicyImage(t, e, policyFor(e, w, e.registry+"/devbox/e2e:"+nonce))
+	sampleImage = image
+	return image
+}
+
+// pushPolicyImage builds the image of the policy pol with `devbox build
+// --push` and returns the REPO@sha256 reference it printed.
+func pushPolicyImage(t testing.TB, e env, pol string) string {
+	t.Helper()
 	repo := filepath.Join(t.TempDir(), "img")
 	os.MkdirAll(repo, 0o755)
-	tag := e.registry + "/devbox/e2e:" + nonce
-	os.WriteFile(filepath.Join(repo, "devbox.policy.jsonc"), []byte(policyFor(e, w, tag)), 0o644)
+	os.WriteFile(filepath.Join(repo, "devbox.policy.jsonc"), []byte(pol), 0o644)
 	out := run(t, repo, []string{"BUILDKIT_HOST=" + e.buildkit}, e.devbox, "build", "--push", "--progress", "plain", "--policy", "devbox.policy.jsonc")
 	var image string
 	for _, line := range strings.Split(out, "\n") {
@@ -529,7 +537,6 @@ func buildImageTagged(t testing.TB, e env, w *world, nonce string) string {
 		t.Fatalf("devbox build --push printed no REPO@sha256 reference:\n%s", out)
 	}
 	t.Logf("pushed %s", image)
-	sampleImage = image
 	return image
 }
 

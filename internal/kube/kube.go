@@ -137,6 +137,11 @@ func (o Options) check(runs bool) error {
 			return fmt.Errorf("kube: secret name %q: %s", o.SecretName, strings.Join(errs, "; "))
 		}
 	}
+	if o.Podman {
+		if errs := validation.IsDNS1123Label(o.Name + "-" + volSecrets); len(errs) > 0 {
+			return fmt.Errorf("kube: name %q is too long for the podman shape, whose volumes are named NAME-%s: %s", o.Name, volSecrets, strings.Join(errs, "; "))
+		}
+	}
 	if u := o.Policy.Image.User; u.Name == "" || u.UID <= 0 {
 		return fmt.Errorf("kube: the policy's image.user (%q, uid %d) is not a non-root user", u.Name, u.UID)
 	}
@@ -193,7 +198,13 @@ func (o Options) podSpec(agentCmd []string, job bool) corev1.PodSpec {
 	if hasCreds {
 		// The secrets directory is the fence container's own (in memory),
 		// filled at start from the Secret, which only this container mounts.
-		vols = append(vols, emptyDir(volSecrets, corev1.StorageMediumMemory), corev1.Volume{Name: volCredentials, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: o.SecretName, DefaultMode: ptr(int32(0o400))}}})
+		src := &corev1.SecretVolumeSource{SecretName: o.SecretName, DefaultMode: ptr(int32(0o400))}
+		if o.Podman {
+			// podman 4.3.1's kube play dereferences `optional` without a
+			// nil check and panics when it is left out (checked here).
+			src.Optional = ptr(false)
+		}
+		vols = append(vols, emptyDir(volSecrets, corev1.StorageMediumMemory), corev1.Volume{Name: volCredentials, VolumeSource: corev1.VolumeSource{Secret: src}})
 		fenceMounts = append(fenceMounts, corev1.VolumeMount{Name: volSecrets, MountPath: layout.SecretsDir}, corev1.VolumeMount{Name: volCredentials, MountPath: CredentialsMount, ReadOnly: true})
 		fenceCmd = append(fenceCmd, "--secrets-from", CredentialsMount)
 	}
@@ -276,6 +287,7 @@ func (o Options) podSpec(agentCmd []string, job bool) corev1.PodSpec {
 		fence.RestartPolicy, fence.StartupProbe, fence.LivenessProbe = nil, nil, nil
 		inits = inits[:1]
 		containers = []corev1.Container{fence, agentContainer(AgentName, append([]string{"sh", "-c", waitFenced + `exec "$@"`, "sh"}, agentCmd...))}
+		podmanVolumeNames(o.Name, vols, inits, containers)
 	}
 	if job && !o.Podman {
 		inits = append(inits, agentContainer(CloneName, []string{"git", "clone", "--", o.Repo, WorkspaceDir + "/repo"}))
@@ -339,6 +351,36 @@ func (o Options) podMeta() metav1.ObjectMeta {
 		m.Annotations = map[string]string{podmanInitType: "always"}
 	}
 	return m
+}
+
+// podmanVolumeNames prefixes each emptyDir volume, and the mounts of it,
+// with the pod's name. podman 4.3.1's kube play makes an emptyDir a named
+// volume called by the volume's name, on disk whatever its medium, shared
+// by every pod that names it and left behind by `podman kube down`
+// (checked here: a second pod's fence took over the first's /run/devbox,
+// and the gateway's secrets stayed in a volume named devbox-secrets).
+// With the prefix each pod has its own, and `podman volume rm NAME-…`
+// finds them.
+func podmanVolumeNames(prefix string, vols []corev1.Volume, ctrs ...[]corev1.Container) {
+	renamed := map[string]string{}
+	for i := range vols {
+		if vols[i].EmptyDir != nil {
+			renamed[vols[i].Name] = prefix + "-" + vols[i].Name
+			vols[i].Name = renamed[vols[i].Name]
+		}
+	}
+	for _, cs := range ctrs {
+		for i := range cs {
+			// A copy: the containers share their mount slices.
+			ms := append([]corev1.VolumeMount(nil), cs[i].VolumeMounts...)
+			for j := range ms {
+				if n, ok := renamed[ms[j].Name]; ok {
+					ms[j].Name = n
+				}
+			}
+			cs[i].VolumeMounts = ms
+		}
+	}
 }
 
 // waitFenced is the podman shape's wait, as the agent's user: the status

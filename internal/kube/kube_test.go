@@ -205,8 +205,38 @@ func TestPodmanShape(t *testing.T) {
 		if cmd := strings.Join(s.Containers[1].Command, " "); !strings.Contains(cmd, "entrypoint --fenced") {
 			t.Errorf("the agent does not wait for the fence: %s", cmd)
 		}
+		// podman 4.3.1 panics on a Secret volume without `optional`, and
+		// names an emptyDir's volume after it on the whole host.
+		n := 0
+		names := map[string]bool{}
+		for _, v := range s.Volumes {
+			names[v.Name] = true
+			if v.EmptyDir != nil && !strings.HasPrefix(v.Name, pod.Name+"-") {
+				t.Errorf("the emptyDir %s is not named after the pod %s", v.Name, pod.Name)
+			}
+			if v.Secret != nil {
+				n++
+				if v.Secret.Optional == nil || *v.Secret.Optional {
+					t.Errorf("the Secret volume %s is not optional: false", v.Name)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d Secret volumes, want 1 (testdata/agent.jsonc has credentials)", n)
+		}
+		for _, c := range append(s.InitContainers, s.Containers...) {
+			for _, m := range c.VolumeMounts {
+				if !names[m.Name] {
+					t.Errorf("container %s mounts %s, which is no volume of the pod", c.Name, m.Name)
+				}
+			}
+		}
 	}
 	if _, err := Job(o); err == nil {
 		t.Error("a Job for podman")
+	}
+	o.Name = strings.Repeat("a", 49)
+	if _, err := Pod(o); err == nil {
+		t.Error("a 49-character name for the podman shape (its volumes' names would pass 63)")
 	}
 }
