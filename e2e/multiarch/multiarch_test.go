@@ -157,6 +157,9 @@ func TestE2EMultiArch(t *testing.T) {
 		arm := repo + "@" + byArch["arm64"].String()
 		amd := repo + "@" + byArch["amd64"].String()
 		start := time.Now()
+		// Both are 0.7 GB and only this test runs them: removed when it
+		// ends, or a run of the tests keeps them (docs/testing.md, Disk).
+		t.Cleanup(func() { docker.Command(context.Background(), "rmi", arm, amd).Run() })
 		docker.Run(t, "pull", "-q", arm)
 		docker.Run(t, "pull", "-q", amd)
 		t.Logf("docker pull of both: %v", time.Since(start).Round(time.Second))

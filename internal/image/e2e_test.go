@@ -594,6 +594,7 @@ func TestE2EBuild(t *testing.T) {
 
 	t.Run("load into docker", func(t *testing.T) {
 		tag := "devbox-e2e:load"
+		t.Cleanup(func() { e.docker.Command(context.Background(), "rmi", tag).Run() }) // 0.6 GB
 		_, stderr, err := e.devboxCmd(t, []string{"DOCKER_HOST=" + e.docker.Host}, "build", "--policy", polPath, "--frozen", "--load", "--tag", tag, "--progress", "plain")
 		if err != nil {
 			t.Fatalf("devbox build --load: %v\n%s", err, lastLines(stderr, 20))
