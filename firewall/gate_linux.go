@@ -30,10 +30,11 @@ import (
 const sniffTimeout = 5 * time.Second
 
 type gate struct {
-	cfg   Config
-	binds *bindClient
-	pipes *pipePool
-	errw  io.Writer
+	cfg     Config
+	binds   *bindClient
+	pipes   *pipePool
+	errw    io.Writer
+	workers workers
 
 	accepted, passed, refused, active, dialErrors atomic.Int64
 	reasons                                       sync.Map // reason → *atomic.Int64
@@ -52,15 +53,23 @@ type recentNames struct {
 
 const bindCacheFor = 2 * time.Second
 
+// recentNames returns the names the filter said resolved to a, when they
+// are recent enough to use without asking again.
+func (g *gate) recentNames(a netip.Addr) ([]string, bool) {
+	if r, ok := g.recent.Load(a); ok && time.Now().Before(r.(recentNames).until) {
+		return r.(recentNames).names, true
+	}
+	return nil, false
+}
+
 // boundNames returns the names the filter says resolved to a.
 func (g *gate) boundNames(a netip.Addr) ([]string, error) {
-	now := time.Now()
-	if r, ok := g.recent.Load(a); ok && now.Before(r.(recentNames).until) {
-		return r.(recentNames).names, nil
+	if names, ok := g.recentNames(a); ok {
+		return names, nil
 	}
 	names, err := g.binds.names(a)
 	if err == nil && len(names) > 0 {
-		g.recent.Store(a, recentNames{names, now.Add(bindCacheFor)})
+		g.recent.Store(a, recentNames{names, time.Now().Add(bindCacheFor)})
 	}
 	return names, err
 }
@@ -84,22 +93,18 @@ func RunGate(ctx context.Context, cfg Config) error {
 		debug.SetGCPercent(200)
 	}
 	if os.Getenv("GOMAXPROCS") == "" {
-		// One scheduler slot. A connection's work is a chain of short
-		// wake-ups (accept, ClientHello, the server's flight, each
-		// exchange, each close); with two slots, each goroutine made
-		// ready while the other slot was idle woke a second thread to
-		// look for work (a futex, and back to sleep): context switches
-		// per TLS connection 11–14 → 6–9, the gate's CPU per connection
-		// (relative to the client's) a tenth lower (BenchmarkGateConn).
-		// The gate's work is mostly in the kernel, inside its system
-		// calls; a splice (≤ 1 MiB) holds the slot while it runs.
-		runtime.GOMAXPROCS(1)
+		// Two scheduler slots: the loop (gateloop_linux.go) holds one
+		// while it waits in epoll_wait; the other runs what the loop hands
+		// to goroutines (refusals and their logs, bindings lookups, health
+		// queries, long transfers' splices).
+		runtime.GOMAXPROCS(2)
 	}
 	g := &gate{
-		cfg:   cfg,
-		binds: newBindClient(bindSocketPath(cfg)),
-		pipes: newPipePool(32),
-		errw:  boundedStderr(),
+		cfg:     cfg,
+		binds:   newBindClient(bindSocketPath(cfg)),
+		pipes:   newPipePool(32),
+		workers: workers{jobs: make(chan func()), max: 64},
+		errw:    boundedStderr(),
 	}
 	nls, err := gateListeners()
 	if err != nil {
@@ -124,20 +129,16 @@ func RunGate(ctx context.Context, cfg Config) error {
 			return true
 		})
 	})
-	errc := make(chan error, len(ls))
+	loop, err := newGateLoop(g, ls)
 	for _, l := range ls {
-		defer l.Close()
-		go func() {
-			for {
-				c, err := l.accept()
-				if err != nil {
-					errc <- err
-					return
-				}
-				go g.handle(c)
-			}
-		}()
+		l.Close() // the loop has its own descriptors
 	}
+	if err != nil {
+		return fmt.Errorf("firewall gate: %w", err)
+	}
+	defer loop.close()
+	errc := make(chan error, 1)
+	go func() { errc <- loop.run() }()
 	select {
 	case <-ctx.Done():
 		return nil
@@ -161,61 +162,75 @@ func sweepEveryMinute(ctx context.Context, sweep func(now time.Time)) {
 	}
 }
 
-func (g *gate) handle(c *gateConn) {
-	g.active.Add(1)
-	defer g.active.Add(-1)
-	local, err := c.localAddr()
-	var orig netip.AddrPort
-	if err == nil {
-		orig, err = originalDst(c, local.Addr().Is6())
-	}
-	if err != nil || orig.Addr().Unmap().IsLoopback() || orig == local {
-		// Not redirected: a direct connection to the gate's port is a
-		// health query.
-		g.serveHealth(c)
-		return
-	}
-	g.accepted.Add(1)
-	orig = netip.AddrPortFrom(orig.Addr().Unmap(), orig.Port())
-	c.SetReadDeadline(time.Now().Add(sniffTimeout))
-	sc := newSniffConn(c)
+// decide finishes a connection whose first bytes the loop read but could
+// not judge at once: it asks the DNS filter which names resolved to the
+// original destination (a round trip the loop does not wait for), then
+// refuses the connection or passes it on.
+func (g *gate) decide(c *gateConn, sc *sniffConn, first firstBytes, orig netip.AddrPort) {
 	defer sc.release()
-	first := sniff(sc)
-	reason := first.refus
-	if reason == "" {
-		bound, berr := g.boundNames(orig.Addr())
-		if berr != nil {
-			fmt.Fprintf(g.errw, "devbox gate: %s: %v\n", orig, berr)
-		}
-		reason = g.cfg.gateVerdict(first.kind, first.name, first.ech, orig.Port(), bound)
+	bound, err := g.boundNames(orig.Addr())
+	if err != nil {
+		fmt.Fprintf(g.errw, "devbox gate: %s: %v\n", orig, err)
 	}
-	if reason != "" {
+	if reason := g.cfg.gateVerdict(first.kind, first.name, first.ech, orig.Port(), bound); reason != "" {
 		g.refuse(c, first.kind, first.name, reason, orig)
 		return
 	}
-	c.SetReadDeadline(time.Time{})
-	upc, err := dialGate(orig, dialTimeout)
+	upc, err := dialGate(orig)
 	if err != nil {
-		g.dialErrors.Add(1)
-		fmt.Fprintf(g.errw, "devbox gate: dial %s (%s): %v\n", orig, first.name, err)
+		g.dialFailed(orig, first.name, err)
 		c.Reset()
 		return
 	}
 	if first.kind == streamTLS {
-		reason, name, err := g.followHello(sc, upc, first)
-		if reason != "" || err != nil {
-			upc.Reset()
-			if reason != "" {
-				g.refuse(c, streamTLS, name, reason, orig)
-				return
-			}
-			// The server or the client went away mid-handshake.
-			c.Reset()
+		if _, err := upc.Write(sc.buf[sc.off : sc.off+first.n]); err != nil {
+			g.helloFailed(c, upc, first, orig, "", "", err)
 			return
 		}
+		sc.off += first.n
+		g.helloSent(c, upc, sc, first, orig, nil)
+		return
 	}
+	g.relay(c, upc, sc, first, orig)
+}
+
+// helloSent follows a TLS connection whose ClientHello went to the
+// destination (and seen, the server's first bytes so far, to the client):
+// it watches the server's answer, and the second hello a
+// HelloRetryRequest asks for, then relays.
+func (g *gate) helloSent(c, upc *gateConn, sc *sniffConn, first firstBytes, orig netip.AddrPort, seen []byte) {
+	hrr, err := g.serverHello(upc, c, seen)
+	var reason, name string
+	if err == nil && hrr {
+		reason, name, err = g.afterHRR(sc, upc, first)
+	}
+	if reason != "" || err != nil {
+		g.helloFailed(c, upc, first, orig, reason, name, err)
+		return
+	}
+	g.relay(c, upc, sc, first, orig)
+}
+
+// helloFailed ends a connection whose TLS handshake the gate refused
+// (reason, naming the refused hello's name) or that failed: the
+// destination could not be reached, or either side went away.
+func (g *gate) helloFailed(c, upc *gateConn, first firstBytes, orig netip.AddrPort, reason, name string, err error) {
+	upc.Reset()
+	if reason != "" {
+		g.refuse(c, streamTLS, name, reason, orig)
+		return
+	}
+	g.dialFailed(orig, first.name, err)
+	c.Reset()
+}
+
+// relay passes a connection on once its first bytes were judged (and, for
+// TLS, the handshake can no longer carry another ClientHello in clear
+// text): it sends the destination what the client sent after them (for
+// plain HTTP, the one request, see closeAfterFirst), then splices.
+func (g *gate) relay(c, upc *gateConn, sc *sniffConn, first firstBytes, orig netip.AddrPort) {
+	var err error
 	if first.kind == streamHTTP {
-		// One request per connection: see closeAfterFirst.
 		_, err = upc.Write(closeAfterFirst(sc.buf[sc.off : sc.off+first.n]))
 		if rest := sc.buf[sc.off+first.n:]; err == nil && len(rest) > 0 {
 			_, err = upc.Write(rest)
@@ -224,7 +239,9 @@ func (g *gate) handle(c *gateConn) {
 		_, err = upc.Write(sc.buf[sc.off:])
 	}
 	sc.release()
+	upc.keepAlive()
 	if err != nil {
+		g.dialFailed(orig, first.name, err)
 		upc.Close()
 		c.Reset()
 		return
@@ -233,83 +250,90 @@ func (g *gate) handle(c *gateConn) {
 	g.splice(c, upc)
 }
 
+// dialFailed counts and logs err when it is a failure to reach orig.
+func (g *gate) dialFailed(orig netip.AddrPort, name string, err error) {
+	var de dialError
+	if !errors.As(err, &de) {
+		return
+	}
+	g.dialErrors.Add(1)
+	fmt.Fprintf(g.errw, "devbox gate: dial %s (%s): %v\n", orig, name, de.err)
+}
+
 // dialTimeout bounds the connection to the original destination.
 const dialTimeout = 10 * time.Second
 
 // serverHelloTimeout bounds the wait for the server's first flight.
 const serverHelloTimeout = 10 * time.Second
 
-// followHello forwards a passed ClientHello and watches the handshake
-// until it can no longer carry another ClientHello in clear text: it reads
-// the server's first records (forwarding them to the client), and if they
-// are a HelloRetryRequest, reads the client's second ClientHello (after an
-// optional ChangeCipherSpec) and passes it only when it is as strict and
-// carries the same name and ECH flag as the first. Any other ServerHello
-// ends the watch: from there, TLS 1.3 encrypts the client's handshake, and
-// TLS 1.2 has no second hello. It returns a refusal reason (and the name
-// the refused hello carried), or "" with sc.buf[sc.off:] left to forward;
-// an error when either side failed or went away. The client's bytes after
-// a hello wait in the kernel until the verdict on the server's answer.
-func (g *gate) followHello(sc *sniffConn, up *gateConn, first firstBytes) (string, string, error) {
-	for round := 0; ; round++ {
-		if _, err := up.Write(sc.buf[sc.off : sc.off+first.n]); err != nil {
-			return "", "", err
-		}
-		sc.off += first.n
-		hrr, err := g.serverHello(up, sc.gateConn)
-		if err != nil || !hrr {
-			return "", "", err
-		}
-		if round > 0 {
-			// A second HelloRetryRequest (RFC 8446 forbids it).
-			return GateAmbiguousTLS, first.name, nil
-		}
-		sc.SetReadDeadline(time.Now().Add(sniffTimeout))
-		// The compatibility-mode ChangeCipherSpec may come first.
-		for {
-			for len(sc.buf)-sc.off < 6 {
-				if err := sc.more(); err != nil {
-					if r, ok := err.(refusal); ok {
-						return string(r), first.name, nil
-					}
-					return "", "", err
+// afterHRR follows a TLS handshake whose server asked for a second
+// ClientHello (its HelloRetryRequest forwarded to the client): it reads the
+// client's second hello (after an optional ChangeCipherSpec), passes it
+// only when it is as strict as the first and carries the same name and
+// ECH flag, and reads the server's answer, which must not be another
+// HelloRetryRequest (RFC 8446 forbids it). From there, TLS 1.3 encrypts the
+// client's handshake, and TLS 1.2 has no second hello. It returns a
+// refusal reason (and the name the refused hello carried), or "" with
+// sc.buf[sc.off:] left to forward; an error when either side failed or
+// went away. The client's bytes after a hello wait in the kernel until the
+// verdict on the server's answer.
+func (g *gate) afterHRR(sc *sniffConn, up *gateConn, first firstBytes) (string, string, error) {
+	sc.SetReadDeadline(time.Now().Add(sniffTimeout))
+	// The compatibility-mode ChangeCipherSpec may come first.
+	for {
+		for len(sc.buf)-sc.off < 6 {
+			if err := sc.more(); err != nil {
+				if r, ok := err.(refusal); ok {
+					return string(r), first.name, nil
 				}
-			}
-			if b := sc.buf[sc.off:]; b[0] == recordAlert {
-				return "", "", errors.New("client's alert after a HelloRetryRequest")
-			} else if b[0] != recordChangeCipherSpec {
-				break
-			} else if b[1] != 3 || b[3] != 0 || b[4] != 1 || b[5] != 1 {
-				return GateAmbiguousTLS, first.name, nil
-			}
-			if _, err := up.Write(sc.buf[sc.off : sc.off+6]); err != nil {
 				return "", "", err
 			}
-			sc.off += 6
 		}
-		second := sniff(sc)
-		switch {
-		case second.refus == GateNoName && second.kind == streamTLS:
-			return "", "", errors.New("client went away before its second ClientHello")
-		case second.refus != "" || second.kind != streamTLS:
-			if second.refus == "" || second.refus == GateNoName {
-				second.refus = GateAmbiguousTLS
-			}
-			return second.refus, second.name, nil
-		case second.name != first.name || second.ech != first.ech:
-			return GateHRRSNIChanged, second.name, nil
+		if b := sc.buf[sc.off:]; b[0] == recordAlert {
+			return "", "", errors.New("client's alert after a HelloRetryRequest")
+		} else if b[0] != recordChangeCipherSpec {
+			break
+		} else if b[1] != 3 || b[3] != 0 || b[4] != 1 || b[5] != 1 {
+			return GateAmbiguousTLS, first.name, nil
 		}
-		sc.SetReadDeadline(time.Time{})
-		first.n = second.n
+		if _, err := up.Write(sc.buf[sc.off : sc.off+6]); err != nil {
+			return "", "", err
+		}
+		sc.off += 6
 	}
+	second := sniff(sc)
+	switch {
+	case second.refus == GateNoName && second.kind == streamTLS:
+		return "", "", errors.New("client went away before its second ClientHello")
+	case second.refus != "" || second.kind != streamTLS:
+		if second.refus == "" || second.refus == GateNoName {
+			second.refus = GateAmbiguousTLS
+		}
+		return second.refus, second.name, nil
+	case second.name != first.name || second.ech != first.ech:
+		return GateHRRSNIChanged, second.name, nil
+	}
+	sc.SetReadDeadline(time.Time{})
+	if _, err := up.Write(sc.buf[sc.off : sc.off+second.n]); err != nil {
+		return "", "", err
+	}
+	sc.off += second.n
+	hrr, err := g.serverHello(up, sc.gateConn, nil)
+	if err != nil {
+		return "", "", err
+	}
+	if hrr {
+		return GateAmbiguousTLS, first.name, nil
+	}
+	return "", "", nil
 }
 
 // serverHello forwards the server's first bytes to the client until they
-// say whether the server asks for a second ClientHello.
-func (g *gate) serverHello(up, c *gateConn) (bool, error) {
+// say whether the server asks for a second ClientHello; seen is what was
+// read and forwarded of them already.
+func (g *gate) serverHello(up, c *gateConn, seen []byte) (bool, error) {
 	buf := sniffBufs.Get().(*[sniffBuf]byte)
 	defer sniffBufs.Put(buf)
-	var seen []byte
 	up.SetReadDeadline(time.Now().Add(serverHelloTimeout))
 	defer up.SetReadDeadline(time.Time{})
 	for {
@@ -354,7 +378,7 @@ func (g *gate) splice(a, b *gateConn) {
 		}
 		dst.CloseWrite()
 	}
-	go func() { half(b, a); close(done) }()
+	g.workers.run(func() { half(b, a); close(done) })
 	half(a, b)
 	<-done
 	a.Close()
@@ -421,6 +445,7 @@ func QueryGateHealth(ctx context.Context, addr string) (GateHealth, error) {
 	} else {
 		c.SetDeadline(time.Now().Add(2 * time.Second))
 	}
+	c.Write([]byte("\n"))
 	var h GateHealth
 	if err := json.NewDecoder(c).Decode(&h); err != nil {
 		return h, fmt.Errorf("name gate on %s: bad health answer: %w", addr, err)
@@ -442,9 +467,15 @@ const maxHeldBytes = 16 << 20
 // it can be replayed to the destination: buf[:off] has been forwarded.
 type sniffConn struct {
 	*gateConn
+	// fd is read raw (non-blocking: EAGAIN when nothing has come) while
+	// gateConn is nil: the gate's loop owns the descriptor.
+	fd   int
 	buf  []byte
 	off  int
 	held int // bytes of buf counted in heldBytes
+	// short reports that the last read returned less than it asked for:
+	// the kernel's queue was drained.
+	short bool
 }
 
 // more reads what the client sent next into the record, as much as has
@@ -470,7 +501,9 @@ func (s *sniffConn) more() error {
 			s.buf = slices.Grow(s.buf, grow)
 		}
 	}
-	n, err := s.gateConn.Read(s.buf[len(s.buf):min(cap(s.buf), s.off+maxFirstBytes)])
+	p := s.buf[len(s.buf):min(cap(s.buf), s.off+maxFirstBytes)]
+	n, err := s.read(p)
+	s.short = n < len(p)
 	s.buf = s.buf[:len(s.buf)+n]
 	if n > 0 {
 		return nil // an error comes back with the next read
@@ -479,6 +512,17 @@ func (s *sniffConn) more() error {
 		err = io.ErrNoProgress
 	}
 	return err
+}
+
+func (s *sniffConn) read(p []byte) (int, error) {
+	if s.gateConn != nil {
+		return s.gateConn.Read(p)
+	}
+	n, err := rawRead(s.fd, p)
+	if err == nil && n == 0 {
+		err = io.EOF
+	}
+	return n, err
 }
 
 // sniffBuf is the first-bytes record's usual size, reused between
@@ -504,48 +548,54 @@ func (s *sniffConn) release() {
 // the strict readers of gatename.go.
 func sniff(sc *sniffConn) firstBytes {
 	for {
-		if len(sc.buf) > sc.off {
-			f, err := readFirst(sc.buf[sc.off:])
-			if err == nil || f.refus != "" {
-				return f
-			}
+		if f, ok := sniffed(sc); ok {
+			return f
 		}
 		if err := sc.more(); err != nil {
-			f := firstBytes{refus: GateNoName} // nothing complete before the end or the deadline
-			if r, ok := err.(refusal); ok {
-				f.refus = string(r)
-			}
-			if len(sc.buf) > sc.off {
-				g, _ := readFirst(sc.buf[sc.off:])
-				f.kind, f.name = g.kind, g.name
-			}
-			return f
+			return sniffEnd(sc, err)
 		}
 	}
 }
 
+// sniffed reads what sc holds: a complete first message or a refusal, or
+// (false) not enough yet.
+func sniffed(sc *sniffConn) (firstBytes, bool) {
+	if len(sc.buf) > sc.off {
+		f, err := readFirst(sc.buf[sc.off:])
+		if err == nil || f.refus != "" {
+			return f, true
+		}
+	}
+	return firstBytes{}, false
+}
+
+// sniffEnd is the verdict on a client that stopped (err: its end, the
+// deadline, a cap) before its first message was complete.
+func sniffEnd(sc *sniffConn, err error) firstBytes {
+	f := firstBytes{refus: GateNoName} // nothing complete before the end or the deadline
+	if r, ok := err.(refusal); ok {
+		f.refus = string(r)
+	}
+	if len(sc.buf) > sc.off {
+		g, _ := readFirst(sc.buf[sc.off:])
+		f.kind, f.name = g.kind, g.name
+	}
+	return f
+}
+
 // originalDst returns where a redirected connection was going
 // (SO_ORIGINAL_DST, IP6T_SO_ORIGINAL_DST: conntrack's original tuple).
-func originalDst(c *gateConn, is6 bool) (netip.AddrPort, error) {
-	var out netip.AddrPort
-	err := c.control(func(fd int) error {
-		var sa unix.RawSockaddrAny
-		level, opt := unix.SOL_IP, unix.SO_ORIGINAL_DST
-		if is6 {
-			level, opt = unix.SOL_IPV6, ip6tSOOriginalDst
-		}
-		l := uint32(unix.SizeofSockaddrAny)
-		if err := getsockopt(fd, level, opt, unsafe.Pointer(&sa), &l); err != nil {
-			return err
-		}
-		var err error
-		out, err = sockaddrAddrPort(&sa)
-		return err
-	})
-	if err != nil {
+func originalDstFD(fd int, is6 bool) (netip.AddrPort, error) {
+	var sa unix.RawSockaddrAny
+	level, opt := unix.SOL_IP, unix.SO_ORIGINAL_DST
+	if is6 {
+		level, opt = unix.SOL_IPV6, ip6tSOOriginalDst
+	}
+	l := uint32(unix.SizeofSockaddrAny)
+	if err := getsockopt(fd, level, opt, unsafe.Pointer(&sa), &l); err != nil {
 		return netip.AddrPort{}, fmt.Errorf("original destination: %w", err)
 	}
-	return out, nil
+	return sockaddrAddrPort(&sa)
 }
 
 // ip6tSOOriginalDst is IP6T_SO_ORIGINAL_DST (linux/netfilter_ipv6/ip6_tables.h),
@@ -607,4 +657,35 @@ func socketUID(from, to netip.AddrPort) (int, bool) {
 		return 0, false
 	}
 	return int(ne.Uint32(buf[uidAt:])), true
+}
+
+// workers runs the gate's per-connection goroutines on goroutines that
+// finished an earlier connection's work, parked until the next: a new
+// goroutine starts on a small stack, and a connection's first steps grew
+// it twice (copied each time) before its ClientHello was read.
+type workers struct {
+	jobs chan func()
+	idle atomic.Int32
+	max  int32
+}
+
+// run runs f on an idle worker, or on a new one when none waits.
+func (w *workers) run(f func()) {
+	select {
+	case w.jobs <- f:
+	default:
+		go w.work(f)
+	}
+}
+
+func (w *workers) work(f func()) {
+	for {
+		f()
+		if w.idle.Add(1) > w.max {
+			w.idle.Add(-1)
+			return
+		}
+		f = <-w.jobs
+		w.idle.Add(-1)
+	}
 }

@@ -4,6 +4,7 @@ package firewall
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -15,12 +16,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The gate's sockets are descriptors of its own, registered with the
-// runtime's poller through os.NewFile, not net.TCPConns, and every system
-// call on them (accept, connect, read, write, shutdown, the socket
-// options) is issued raw, inside syscall.RawConn's callbacks, as the
-// splices already were (gatesplice_linux.go). Measured with
-// BenchmarkGateConn (docs/firewall.md, "Connection setup"):
+// The sockets of the connections the gate's loop hands to goroutines
+// (gateloop_linux.go) are gateConns: descriptors of the gate's own,
+// registered with the runtime's poller through os.NewFile, not
+// net.TCPConns, and every system call on them (connect, read, write,
+// shutdown, the socket options) is issued raw, inside syscall.RawConn's
+// callbacks, as the splices are (gatesplice_linux.go). Measured with
+// BenchmarkGateConn when every connection went this way (docs/firewall.md,
+// "Connection setup"):
 //
 //   - The runtime's monitor thread sleeps while the gate is idle, and the
 //     first ordinary system call after an idle spell wakes it (a futex)
@@ -46,6 +49,9 @@ type gateConn struct {
 	rc syscall.RawConn
 	// remote is the peer's address (the client's, for an accepted socket).
 	remote netip.AddrPort
+	// dialing is set until the first write to a destination succeeds:
+	// the gate does not wait for the handshake before writing (see dialGate).
+	dialing bool
 }
 
 // newGateConn takes over a non-blocking socket descriptor.
@@ -116,8 +122,16 @@ func (c *gateConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Write writes all of p, waiting for room as needed.
+// Write writes all of p, waiting for room as needed (and, on a new
+// connection to a destination, for its handshake).
 func (c *gateConn) Write(p []byte) (int, error) {
+	if c.dialing {
+		return c.firstWrite(p)
+	}
+	return c.write(p)
+}
+
+func (c *gateConn) write(p []byte) (int, error) {
 	var done int
 	var serr error
 	err := c.rc.Write(func(fd uintptr) bool {
@@ -177,24 +191,6 @@ func (c *gateConn) SetReadDeadline(t time.Time) error  { return c.f.SetReadDeadl
 func (c *gateConn) SetWriteDeadline(t time.Time) error { return c.f.SetWriteDeadline(t) }
 func (c *gateConn) Close() error                       { return c.f.Close() }
 
-// localAddr is the socket's own address (getsockname).
-func (c *gateConn) localAddr() (netip.AddrPort, error) {
-	var ap netip.AddrPort
-	err := c.control(func(fd int) error {
-		var sa unix.RawSockaddrAny
-		l := uint32(unix.SizeofSockaddrAny)
-		_, err := retryEINTR(func() (uintptr, unix.Errno) {
-			_, _, e := unix.RawSyscall(unix.SYS_GETSOCKNAME, uintptr(fd), uintptr(unsafe.Pointer(&sa)), uintptr(unsafe.Pointer(&l)))
-			return 0, e
-		})
-		if err == nil {
-			ap, err = sockaddrAddrPort(&sa)
-		}
-		return err
-	})
-	return ap, err
-}
-
 // sockaddrAddrPort converts an IPv4 or IPv6 socket address.
 func sockaddrAddrPort(sa *unix.RawSockaddrAny) (netip.AddrPort, error) {
 	switch sa.Addr.Family {
@@ -214,6 +210,8 @@ func sockaddrAddrPort(sa *unix.RawSockaddrAny) (netip.AddrPort, error) {
 type gateListener struct {
 	f  *os.File
 	rc syscall.RawConn
+	// addr is the address it is bound to, every accepted socket's own.
+	addr netip.AddrPort
 }
 
 // newGateListener takes over a listener root handed to the gate (its own
@@ -229,46 +227,57 @@ func newGateListener(l *net.TCPListener) (*gateListener, error) {
 		f.Close()
 		return nil, err
 	}
-	return &gateListener{f: f, rc: rc}, nil
-}
-
-// accept waits for the next connection: a non-blocking socket with
-// TCP_NODELAY (the gate relays handshakes and requests as they come, and
-// Nagle's algorithm would hold back a small write behind an unacknowledged
-// one).
-func (l *gateListener) accept() (*gateConn, error) {
-	for {
-		var nfd int
-		var sa unix.RawSockaddrAny
-		var serr error
-		err := l.rc.Read(func(fd uintptr) bool {
-			sl := uint32(unix.SizeofSockaddrAny)
-			nfd, serr = retryEINTR(func() (uintptr, unix.Errno) {
-				r, _, e := unix.RawSyscall6(unix.SYS_ACCEPT4, fd, uintptr(unsafe.Pointer(&sa)), uintptr(unsafe.Pointer(&sl)), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
-				return r, e
-			})
-			return serr != unix.EAGAIN
-		})
-		if err == nil {
-			err = serr
-		}
-		if err == unix.ECONNABORTED {
-			continue // the client gave up while it waited in the queue
-		}
-		if err != nil {
-			return nil, err
-		}
-		remote, _ := sockaddrAddrPort(&sa)
-		rawSetsockoptInt(nfd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-		return newGateConn(nfd, remote)
+	// Accepted sockets inherit TCP_NODELAY from their listener (Linux
+	// copies the listener's socket): one system call here instead of one
+	// per connection (TestGateListenerNoDelay).
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = rawSetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NODELAY, 1) }); err != nil || serr != nil {
+		f.Close()
+		return nil, fmt.Errorf("listener TCP_NODELAY: %w", errors.Join(err, serr))
 	}
+	addr, _ := netip.ParseAddrPort(l.Addr().String())
+	return &gateListener{f: f, rc: rc, addr: netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())}, nil
 }
 
 func (l *gateListener) Close() error { return l.f.Close() }
 
-// dialGate connects to dst (non-blocking, TCP_NODELAY), waiting at most
-// timeout for the handshake.
-func dialGate(dst netip.AddrPort, timeout time.Duration) (*gateConn, error) {
+// takeFD returns the listener's socket as a descriptor of its own, out of
+// the runtime's poller (the gate's loop polls it), and closes l's file.
+func (l *gateListener) takeFD() (int, error) {
+	fd := -1
+	var serr error
+	if err := l.rc.Control(func(f uintptr) { fd, serr = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return -1, err
+	}
+	if serr != nil {
+		return -1, serr
+	}
+	l.f.Close()
+	return fd, nil
+}
+
+// dialGate starts a connection to dst (non-blocking, TCP_NODELAY) and
+// returns without waiting for the handshake: the first Write waits for it,
+// at most dialTimeout, and reports its failure as a dialError. Over a veth
+// the handshake is done by the time connect returns (the SYN-ACK is
+// processed as connect releases the socket), so the first write goes out
+// at once; asking whether it was connected cost two system calls.
+func dialGate(dst netip.AddrPort) (*gateConn, error) {
+	fd, err := connectRaw(dst)
+	if err != nil {
+		return nil, dialError{err}
+	}
+	c, err := newGateConn(fd, dst)
+	if err != nil {
+		return nil, dialError{err}
+	}
+	c.dialing = true
+	return c, nil
+}
+
+// connectRaw starts a connection to dst: a non-blocking socket with
+// TCP_NODELAY, its handshake under way (or done).
+func connectRaw(dst netip.AddrPort) (int, error) {
 	family := unix.AF_INET
 	var sa unix.RawSockaddrAny
 	var sl uintptr
@@ -289,75 +298,71 @@ func dialGate(dst netip.AddrPort, timeout time.Duration) (*gateConn, error) {
 	}
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
 	if err != nil {
-		return nil, os.NewSyscallError("socket", err)
+		return -1, os.NewSyscallError("socket", err)
 	}
 	rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	// Keep-alive probes toward the destination, as net.Dialer's defaults
-	// (15 s idle, 15 s apart, 9 unanswered): the client's own probes stop
-	// at the gate, so only the gate can notice a destination that went
-	// away without a word, and then close the client's connection too.
-	rawSetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
-	rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, 15)
-	rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, 15)
-	rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, 9)
 	_, err = retryEINTR(func() (uintptr, unix.Errno) {
 		_, _, e := unix.RawSyscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa)), sl)
 		return 0, e
 	})
 	if err != nil && err != unix.EINPROGRESS {
 		unix.Close(fd)
-		return nil, os.NewSyscallError("connect", err)
+		return -1, os.NewSyscallError("connect", err)
 	}
-	c, err := newGateConn(fd, dst)
-	if err != nil {
-		return nil, err
-	}
-	if c.connected() == nil {
-		// Over a veth the handshake is often done by now: the SYN-ACK
-		// was processed as connect released the socket.
-		return c, nil
-	}
-	c.SetWriteDeadline(time.Now().Add(timeout))
-	var serr error
-	err = c.rc.Write(func(fd uintptr) bool {
-		serr = c.connectedFD(int(fd))
-		return serr != unix.EINPROGRESS
-	})
-	if err == nil {
-		err = serr
-	}
-	if err != nil {
-		c.Close()
-		return nil, os.NewSyscallError("connect", err)
-	}
-	c.SetWriteDeadline(time.Time{})
-	return c, nil
+	return fd, nil
 }
 
-func (c *gateConn) connected() error { return c.control(c.connectedFD) }
+// dialError is a failure to connect to the destination.
+type dialError struct{ err error }
 
-// connectedFD reports a non-blocking connect's outcome: nil once
-// connected, EINPROGRESS while under way, else why it failed.
-func (c *gateConn) connectedFD(fd int) error {
-	var v int32
-	l := uint32(4)
-	_, _, e := unix.RawSyscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_ERROR, uintptr(unsafe.Pointer(&v)), uintptr(unsafe.Pointer(&l)), 0)
-	if e != 0 {
-		return e
+func (e dialError) Error() string { return e.err.Error() }
+func (e dialError) Unwrap() error { return e.err }
+
+// firstWrite writes to a destination whose handshake may still be under
+// way: a write then fails with EAGAIN, and the gate waits at most
+// dialTimeout for the socket to take it. A failure before any byte is out
+// is the connection's (refused, unreachable, timed out): a dialError.
+func (c *gateConn) firstWrite(p []byte) (int, error) {
+	var n int
+	var serr error
+	if err := c.control(func(fd int) error {
+		n, serr = rawWrite(fd, p)
+		return nil
+	}); err != nil {
+		return 0, dialError{err}
 	}
-	if v != 0 {
-		return unix.Errno(v)
+	if serr == unix.EAGAIN {
+		c.SetWriteDeadline(time.Now().Add(dialTimeout))
+		n, serr = c.write(p)
+		c.SetWriteDeadline(time.Time{})
 	}
-	// No error yet: connected, or still connecting (the poller may wake
-	// a waiter early).
-	var sa unix.RawSockaddrAny
-	sl := uint32(unix.SizeofSockaddrAny)
-	_, _, e = unix.RawSyscall(unix.SYS_GETPEERNAME, uintptr(fd), uintptr(unsafe.Pointer(&sa)), uintptr(unsafe.Pointer(&sl)))
-	if e == unix.ENOTCONN {
-		return unix.EINPROGRESS
+	if n == 0 && serr != nil {
+		return 0, dialError{os.NewSyscallError("connect", serr)}
 	}
-	if e != 0 {
-		return e
+	c.dialing = false
+	if serr == nil && n < len(p) {
+		m, err := c.write(p[n:])
+		return n + m, err
 	}
-	return nil
+	return n, serr
+}
+
+// keepAlive turns on keep-alive probes, as net.Dialer's defaults (15 s
+// idle, 15 s apart, 9 unanswered): the client's own probes stop at the
+// gate, so only the gate can notice a destination that went away without
+// a word, and then close the client's connection too. The gate sets them
+// once the client's first bytes are on their way, while the server works
+// on its answer: four system calls that need not delay the connection.
+func (c *gateConn) keepAlive() {
+	c.control(func(fd int) error {
+		keepAliveFD(fd)
+		return nil
+	})
+}
+
+func keepAliveFD(fd int) {
+	rawSetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, 15)
+	rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, 15)
+	rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, 9)
 }

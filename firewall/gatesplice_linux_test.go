@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // tcpPair returns both ends of one loopback TCP connection.
@@ -129,5 +131,36 @@ func TestGateSpliceReset(t *testing.T) {
 	<-spliced
 	if _, err := client.Read(buf); err == nil {
 		t.Error("client still open after the server's reset")
+	}
+}
+
+// The gate sets TCP_NODELAY once, on its listener, and counts on Linux
+// copying it into every accepted socket: a relayed handshake must not wait
+// behind Nagle's algorithm.
+func TestGateListenerNoDelay(t *testing.T) {
+	l, err := newGateListener(listenLoopback(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if want := netip.MustParseAddr("127.0.0.1"); l.addr.Addr() != want || l.addr.Port() == 0 {
+		t.Fatalf("listener address %v, want 127.0.0.1 and its port", l.addr)
+	}
+	c, err := net.Dial("tcp", l.addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var nfd int
+	l.rc.Control(func(fd uintptr) {
+		nfd, _, err = unix.Accept4(int(fd), unix.SOCK_CLOEXEC)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(nfd)
+	v, err := unix.GetsockoptInt(nfd, unix.IPPROTO_TCP, unix.TCP_NODELAY)
+	if err != nil || v == 0 {
+		t.Fatalf("accepted socket TCP_NODELAY = %d (%v), want it set", v, err)
 	}
 }
