@@ -3,9 +3,12 @@
 package firewall
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -700,8 +703,75 @@ func TestGate_Bulk(t *testing.T) {
 			t.Errorf("%s: %d bytes came back, want the %d sent", url, len(got), len(payload))
 		}
 	}
-	if h := g.status().Gate.Health; h == nil || h.Passed != 2 {
-		t.Errorf("gate health %+v, want 2 passed", h)
+	// Ends that come right behind the last bytes, as they mostly do: a
+	// client that writes and closes its side at once, and a server that
+	// answers and closes. The gate's loop must pass each end on (an
+	// earlier loop took a short read for "nothing more" and lost the end
+	// that came with the bytes: the connection stayed open forever).
+	g.mux.HandleFunc("/raw", func(w http.ResponseWriter, r *http.Request) {
+		c, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(c, rw) // echoes until the client's end, then ends too
+	})
+	caPEM, err := os.ReadFile(g.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	const ends = 100
+	err = testworld.InNS(g.w.Client, func() error {
+		var wg sync.WaitGroup
+		errs := make(chan error, ends)
+		for range ends {
+			// Dialed here, in the client's namespace; used anywhere.
+			c, err := tls.Dial("tcp", ap(hostGate, 443).String(), &tls.Config{ServerName: "good.test", RootCAs: pool})
+			if err != nil {
+				return err
+			}
+			wg.Go(func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				c.Write([]byte("GET /raw HTTP/1.1\r\nHost: good.test\r\n\r\nhello"))
+				c.CloseWrite() // close_notify and FIN, behind the bytes
+				if got, err := io.ReadAll(c); err != nil || string(got) != "hello" {
+					errs <- fmt.Errorf("echo %q: %v (the end did not come through)", got, err)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		return <-errs
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// And as bench-peers' client does: one answer line read, then close,
+	// one connection after another; the server's close_notify and FIN
+	// come back together.
+	err = testworld.InNS(g.w.Client, func() error {
+		for range ends {
+			c, err := tls.Dial("tcp", ap(hostGate, 443).String(), &tls.Config{ServerName: "good.test", RootCAs: pool})
+			if err != nil {
+				return err
+			}
+			c.Write([]byte("GET / HTTP/1.1\r\nHost: good.test\r\n\r\n"))
+			line, err := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
+				return fmt.Errorf("answer %q: %v", line, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := g.status().Gate.Health; h == nil || h.Passed != 2+2*ends {
+		t.Errorf("gate health %+v, want %d passed", h, 2+2*ends)
 	}
 	waitFor(t, "the gate to hold no connection", func() bool {
 		h := g.status().Gate.Health

@@ -70,7 +70,11 @@ type loopConn struct {
 	// readiness report the loop did not act on (the client's bytes wait
 	// while the server answers a hello), or a read that filled its buffer.
 	pending [2]bool
-	closed  bool
+	// hup records, per side, a report of its end or an error (FIN, RST):
+	// then a short read does not mean the queue is drained, the end
+	// after the data gets no report of its own.
+	hup    [2]bool
+	closed bool
 }
 
 // dueEntry is a deadline in a queue: every entry of a queue has the same
@@ -137,9 +141,12 @@ func (l *gateLoop) close() {
 // The destination's socket also reports when it can take the first bytes
 // (its handshake done).
 const (
-	edgeClient = unix.EPOLLIN | unix.EPOLLET
-	edgeDest   = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLET
+	edgeClient = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET
+	edgeDest   = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
 )
+
+// ended is what a report says when a side's end or error has come.
+const ended = unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
 
 // run serves until the loop's epoll set fails (it does not, short of a
 // bug); the listeners' sockets stay the gate's.
@@ -170,7 +177,14 @@ func (l *gateLoop) run() error {
 			if lc == nil || lc.closed {
 				continue
 			}
-			if fd == lc.c {
+			side := 0
+			if fd != lc.c {
+				side = 1
+			}
+			if e.Events&ended != 0 {
+				lc.hup[side] = true
+			}
+			if side == 0 {
 				l.clientReady(lc, e.Events)
 			} else {
 				l.destReady(lc, e.Events)
@@ -299,16 +313,16 @@ func (l *gateLoop) clientReady(lc *loopConn, ev uint32) {
 func (l *gateLoop) destReady(lc *loopConn, ev uint32) {
 	switch lc.state {
 	case loopDial:
-		if ev&unix.EPOLLIN != 0 {
+		if ev&(unix.EPOLLIN|ended) != 0 {
 			lc.pending[1] = true
 		}
 		l.writeFirst(lc)
 	case loopHello:
-		if ev&(unix.EPOLLIN|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		if ev&(unix.EPOLLIN|ended) != 0 {
 			l.serverHello(lc)
 		}
 	case loopRelay:
-		if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		if ev&(unix.EPOLLIN|ended) != 0 {
 			l.copy(lc, 1)
 		}
 	}
@@ -539,7 +553,7 @@ func (l *gateLoop) startRelay(lc *loopConn) {
 	}
 	sc.release()
 	for side := range lc.pending {
-		if lc.pending[side] && !lc.closed {
+		if (lc.pending[side] || lc.hup[side]) && !lc.closed {
 			lc.pending[side] = false
 			l.copy(lc, side)
 		}
@@ -586,7 +600,7 @@ func (l *gateLoop) copy(lc *loopConn, from int) {
 			l.spliceOff(lc, from, l.buf[max(w, 0):n])
 			return
 		}
-		if n < len(l.buf) {
+		if n < len(l.buf) && !lc.hup[from] {
 			return // drained: the next report brings more
 		}
 	}
