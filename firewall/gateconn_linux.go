@@ -267,6 +267,7 @@ func dialGate(dst netip.AddrPort) (*gateConn, error) {
 	if err != nil {
 		return nil, dialError{err}
 	}
+	rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	c, err := newGateConn(fd, dst)
 	if err != nil {
 		return nil, dialError{err}
@@ -275,8 +276,8 @@ func dialGate(dst netip.AddrPort) (*gateConn, error) {
 	return c, nil
 }
 
-// connectRaw starts a connection to dst: a non-blocking socket with
-// TCP_NODELAY, its handshake under way (or done).
+// connectRaw starts a connection to dst: a non-blocking socket, its
+// handshake under way (or done).
 func connectRaw(dst netip.AddrPort) (int, error) {
 	family := unix.AF_INET
 	var sa unix.RawSockaddrAny
@@ -300,7 +301,6 @@ func connectRaw(dst netip.AddrPort) (int, error) {
 	if err != nil {
 		return -1, os.NewSyscallError("socket", err)
 	}
-	rawSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	_, err = retryEINTR(func() (uintptr, unix.Errno) {
 		_, _, e := unix.RawSyscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa)), sl)
 		return 0, e

@@ -73,8 +73,9 @@ type loopConn struct {
 	// hup records, per side, a report of its end or an error (FIN, RST):
 	// then a short read does not mean the queue is drained, the end
 	// after the data gets no report of its own.
-	hup    [2]bool
-	closed bool
+	hup     [2]bool
+	noDelay bool // TCP_NODELAY set on the destination's socket
+	closed  bool
 }
 
 // dueEntry is a deadline in a queue: every entry of a queue has the same
@@ -406,19 +407,33 @@ func (l *gateLoop) dial(lc *loopConn) {
 }
 
 // writeFirst writes what waits for the destination, once it can take it.
+//
+// TCP_NODELAY goes on the destination's socket after the first bytes: a
+// first write has nothing unacknowledged before it for Nagle's algorithm
+// to wait on, and the option's system call is off the way to the SYN and
+// the first bytes. A first write that does not go out whole gets it at
+// once.
 func (l *gateLoop) writeFirst(lc *loopConn) {
 	for len(lc.pend) > 0 {
 		n, err := rawWrite(lc.up, lc.pend)
-		if err == unix.EAGAIN {
-			return // still connecting, or no room: the next report
-		}
-		if err != nil {
+		if err != nil && err != unix.EAGAIN {
 			l.dialFailed(lc, err)
 			return
 		}
-		lc.pend = lc.pend[n:]
+		lc.pend = lc.pend[max(n, 0):]
+		if len(lc.pend) > 0 && !lc.noDelay {
+			rawSetsockoptInt(lc.up, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+			lc.noDelay = true
+		}
+		if err == unix.EAGAIN {
+			return // still connecting, or no room: the next report
+		}
 	}
 	lc.pend = nil
+	if !lc.noDelay {
+		rawSetsockoptInt(lc.up, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+		lc.noDelay = true
+	}
 	if lc.first.kind == streamHTTP {
 		l.startRelay(lc)
 		return
