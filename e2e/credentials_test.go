@@ -156,20 +156,7 @@ func TestCredentials(t *testing.T) {
 			t.Fatalf("claude -p as the remote user: %v\n%s\nworld:\n%s", err, out, worldLog())
 		}
 		t.Logf("claude -p as the remote user: result %q", res.Result)
-		want := fmt.Sprintf("x-api-key=%q authorization=[]", []string{apiKey})
-		n := 0
-		for _, line := range strings.Split(worldLog(), "\n") {
-			if !strings.HasPrefix(line, "api ") {
-				continue
-			}
-			n++
-			if !strings.HasSuffix(line, want) || strings.Contains(line, sandbox.ClaudeGatewayPlaceholder) || strings.Contains(line, "attacker-key") {
-				t.Errorf("the fake API saw %q: want the user's key only (never the placeholder %q nor attacker-key)", line, sandbox.ClaudeGatewayPlaceholder)
-			}
-		}
-		if n == 0 {
-			t.Fatal("the fake API saw no request")
-		}
+		n := apiSawOnly(t, worldLog(), apiKey, sandbox.ClaudeGatewayPlaceholder, "attacker-key")
 		t.Logf("the fake API saw %d requests, each with the user's key only, never the placeholder nor attacker-key", n)
 	})
 
@@ -434,4 +421,30 @@ func tail1(out string) string {
 		out = out[:200] + "…"
 	}
 	return out
+}
+
+// apiSawOnly asserts that the world's fake Messages API (its "api " log
+// lines) saw at least one request, each with key as its x-api-key and no
+// Authorization, and none with any of never in it; it returns how many.
+func apiSawOnly(t *testing.T, log, key string, never ...string) int {
+	t.Helper()
+	want := fmt.Sprintf("x-api-key=%q authorization=[]", []string{key})
+	n := 0
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.HasPrefix(line, "api ") {
+			continue
+		}
+		n++
+		bad := !strings.HasSuffix(line, want)
+		for _, s := range never {
+			bad = bad || strings.Contains(line, s)
+		}
+		if bad {
+			t.Errorf("the fake API saw %q: want the key given to the gateway only, never any of %q", line, never)
+		}
+	}
+	if n == 0 {
+		t.Fatal("the fake API saw no request")
+	}
+	return n
 }

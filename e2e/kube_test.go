@@ -349,20 +349,7 @@ func kubeCredentialRoute(t *testing.T, pd devboxtest.Docker, fence, agent, apiKe
 	if err != nil || !strings.Contains(string(b), "hello from the world's Messages API") {
 		t.Fatalf("curl to the gateway from the agent's container: %v\n%s", err, b)
 	}
-	want := fmt.Sprintf("x-api-key=%q authorization=[]", []string{apiKey})
-	n := 0
-	for _, line := range strings.Split(worldLog(), "\n") {
-		if !strings.HasPrefix(line, "api ") {
-			continue
-		}
-		n++
-		if !strings.HasSuffix(line, want) || strings.Contains(line, "attacker-key") {
-			t.Errorf("the fake API saw %q: want the Secret's key only, never attacker-key", line)
-		}
-	}
-	if n == 0 {
-		t.Fatal("the fake API saw no request")
-	}
+	n := apiSawOnly(t, worldLog(), apiKey, "attacker-key")
 	t.Logf("agent → gateway → api.anthropic.test: %d request(s), each with the Secret's key only (answer %s)", n, tail1(string(b)))
 
 	// The control: the fence container has both secrets.

@@ -4,7 +4,6 @@ package firewall
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -233,7 +232,7 @@ func newGateListener(l *net.TCPListener) (*gateListener, error) {
 	var serr error
 	if err := rc.Control(func(fd uintptr) { serr = rawSetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NODELAY, 1) }); err != nil || serr != nil {
 		f.Close()
-		return nil, fmt.Errorf("listener TCP_NODELAY: %w", errors.Join(err, serr))
+		return nil, os.NewSyscallError("setsockopt TCP_NODELAY", errors.Join(err, serr))
 	}
 	addr, _ := netip.ParseAddrPort(l.Addr().String())
 	return &gateListener{f: f, rc: rc, addr: netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())}, nil

@@ -74,7 +74,7 @@ type loopConn struct {
 	// then a short read does not mean the queue is drained, the end
 	// after the data gets no report of its own.
 	hup     [2]bool
-	noDelay bool // TCP_NODELAY set on the destination's socket
+	noDelay bool // TCP_NODELAY set on the destination's socket (EPOLLOUT asked too, when that came before the first bytes were all out)
 	closed  bool
 }
 
@@ -139,11 +139,13 @@ func (l *gateLoop) close() {
 // socket is registered once and never modified; the loop reads until a
 // short read (the kernel's queue drained) and remembers readiness it did
 // not act on.
-// The destination's socket also reports when it can take the first bytes
-// (its handshake done).
+// The destination's socket reports when it can take the first bytes only
+// once a write had to wait (its handshake not done, or no room): asked
+// from the start, that report came right after every first write, a wake
+// for nothing.
 const (
-	edgeClient = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET
-	edgeDest   = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
+	edgeIn    = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET
+	edgeInOut = edgeIn | unix.EPOLLOUT
 )
 
 // ended is what a report says when a side's end or error has come.
@@ -288,7 +290,7 @@ func (l *gateLoop) accept(gl *gateListener, lfd int) error {
 	l.g.active.Add(1)
 	lc := &loopConn{c: fd, up: -1, remote: remote, orig: netip.AddrPortFrom(orig.Addr().Unmap(), orig.Port())}
 	lc.sc.fd = fd
-	if err := unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: edgeClient, Fd: int32(fd)}); err != nil {
+	if err := unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: edgeIn, Fd: int32(fd)}); err != nil {
 		closeRaw(fd)
 		l.g.active.Add(-1)
 		return nil
@@ -384,7 +386,7 @@ func (l *gateLoop) dial(lc *loopConn) {
 		l.dialFailed(lc, err)
 		return
 	}
-	if err := unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: edgeDest, Fd: int32(fd)}); err != nil {
+	if err := unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: edgeIn, Fd: int32(fd)}); err != nil {
 		closeRaw(fd)
 		l.dialFailed(lc, err)
 		return
@@ -423,6 +425,7 @@ func (l *gateLoop) writeFirst(lc *loopConn) {
 		lc.pend = lc.pend[max(n, 0):]
 		if len(lc.pend) > 0 && !lc.noDelay {
 			rawSetsockoptInt(lc.up, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+			unix.EpollCtl(l.ep, unix.EPOLL_CTL_MOD, lc.up, &unix.EpollEvent{Events: edgeInOut, Fd: int32(lc.up)})
 			lc.noDelay = true
 		}
 		if err == unix.EAGAIN {
