@@ -163,27 +163,31 @@ func (c *gateConn) control(call func(fd int) error) error {
 }
 
 // CloseWrite sends the end of stream (FIN) and keeps reading.
-func (c *gateConn) CloseWrite() error {
-	return c.control(func(fd int) error {
-		_, err := retryEINTR(func() (uintptr, unix.Errno) {
-			_, _, e := unix.RawSyscall(unix.SYS_SHUTDOWN, uintptr(fd), unix.SHUT_WR, 0)
-			return 0, e
-		})
-		return err
-	})
-}
+func (c *gateConn) CloseWrite() error { return c.control(shutdownWrite) }
 
 // Reset closes the socket with a RST (SO_LINGER 0) instead of a FIN.
 func (c *gateConn) Reset() {
-	c.control(func(fd int) error {
-		l := unix.Linger{Onoff: 1, Linger: 0}
-		_, _, e := unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_LINGER, uintptr(unsafe.Pointer(&l)), unsafe.Sizeof(l), 0)
-		if e != 0 {
-			return e
-		}
-		return nil
-	})
+	c.control(lingerZero)
 	c.Close()
+}
+
+// shutdownWrite sends fd's end of stream (FIN).
+func shutdownWrite(fd int) error {
+	_, err := retryEINTR(func() (uintptr, unix.Errno) {
+		_, _, e := unix.RawSyscall(unix.SYS_SHUTDOWN, uintptr(fd), unix.SHUT_WR, 0)
+		return 0, e
+	})
+	return err
+}
+
+// lingerZero makes fd's close a reset (RST) instead of an end (FIN).
+func lingerZero(fd int) error {
+	l := unix.Linger{Onoff: 1, Linger: 0}
+	_, _, e := unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_LINGER, uintptr(unsafe.Pointer(&l)), unsafe.Sizeof(l), 0)
+	if e != 0 {
+		return e
+	}
+	return nil
 }
 
 func (c *gateConn) SetReadDeadline(t time.Time) error  { return c.f.SetReadDeadline(t) }

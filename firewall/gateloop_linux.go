@@ -4,6 +4,7 @@ package firewall
 
 import (
 	"net/netip"
+	"os"
 	"runtime"
 	"time"
 	"unsafe"
@@ -228,7 +229,7 @@ func (l *gateLoop) expire() {
 		e := l.sniffQ.q[0]
 		l.sniffQ.q = l.sniffQ.q[1:]
 		if lc := e.lc; !lc.closed && lc.due == e.due && lc.state == loopSniff {
-			l.refuse(lc, sniffEnd(&lc.sc, errDeadline))
+			l.refuse(lc, sniffEnd(&lc.sc, os.ErrDeadlineExceeded))
 		}
 	}
 	for len(l.destQ.q) > 0 && l.destQ.q[0].due <= now {
@@ -240,20 +241,12 @@ func (l *gateLoop) expire() {
 		}
 		switch lc.state {
 		case loopDial:
-			l.dialFailed(lc, errDeadline)
+			l.dialFailed(lc, os.ErrDeadlineExceeded)
 		case loopHello:
 			l.reset(lc)
 		}
 	}
 }
-
-// errDeadline is a deadline that passed, as the runtime's poller says it.
-var errDeadline = &timeoutError{}
-
-type timeoutError struct{}
-
-func (*timeoutError) Error() string { return "i/o timeout" }
-func (*timeoutError) Timeout() bool { return true }
 
 // accept takes one connection from a listener.
 func (l *gateLoop) accept(gl *gateListener, lfd int) error {
@@ -736,16 +729,4 @@ func (l *gateLoop) forget(lc *loopConn) {
 // loop's P entering a system call.
 func closeRaw(fd int) {
 	unix.RawSyscall(unix.SYS_CLOSE, uintptr(fd), 0, 0)
-}
-
-func lingerZero(fd int) {
-	lg := unix.Linger{Onoff: 1, Linger: 0}
-	unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_LINGER, uintptr(unsafe.Pointer(&lg)), unsafe.Sizeof(lg), 0)
-}
-
-func shutdownWrite(fd int) {
-	retryEINTR(func() (uintptr, unix.Errno) {
-		_, _, e := unix.RawSyscall(unix.SYS_SHUTDOWN, uintptr(fd), unix.SHUT_WR, 0)
-		return 0, e
-	})
 }
