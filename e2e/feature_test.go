@@ -139,6 +139,16 @@ func cliEnv(t testing.TB, e env, feature string) []string {
 // cliOutcome runs a devcontainer subcommand and decodes the JSON result
 // it prints last; stderr is the build log.
 func cliOutcome(e env, repo string, extra []string, args ...string) (outcome, id, log string) {
+	outcome, id, log = cliOutcomeOnce(e, repo, extra, args...)
+	if outcome != "success" && strings.Contains(log, "No such image: sha256:") {
+		// A cached layer removed by another test's clean-up while this
+		// build reused it: see devcontainerUp.
+		return cliOutcomeOnce(e, repo, extra, args...)
+	}
+	return outcome, id, log
+}
+
+func cliOutcomeOnce(e env, repo string, extra []string, args ...string) (outcome, id, log string) {
 	cmd := exec.Command(e.dcli, append(args, "--workspace-folder", repo, "--docker-path", e.d.Path)...)
 	cmd.Env = append(os.Environ(), extra...)
 	var stdout, stderr bytes.Buffer
