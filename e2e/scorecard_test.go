@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -323,9 +325,13 @@ func scorecardRepo(t *testing.T, e env) string {
 func metadataStandIn(t *testing.T, e env, w *world) string {
 	t.Helper()
 	net := w.Net + "-meta"
-	// One such subnet per daemon: wait for another run's to go.
+	// One such subnet per daemon: wait for another run's to go, and drop
+	// one a run cut short left behind.
 	waitFor(t, 3*time.Minute, "network "+net, func() (bool, string) {
-		out, err := e.d.Command(context.Background(), "network", "create", "--internal", "--subnet", "169.254.169.0/24", net).CombinedOutput()
+		out, err := e.d.Command(context.Background(), "network", "create", "--internal", "--subnet", metadataSubnet, net).CombinedOutput()
+		if err != nil {
+			dropLeftoverMeta(t, e.d)
+		}
 		return err == nil, string(out)
 	})
 	t.Cleanup(func() { e.d.Command(context.Background(), "network", "rm", net).Run() })
@@ -341,6 +347,32 @@ func metadataStandIn(t *testing.T, e env, w *world) string {
 		return strings.Contains(string(out), "worldd: ready"), string(out)
 	})
 	return net
+}
+
+const metadataSubnet = "169.254.169.0/24"
+
+// dropLeftoverMeta removes a metadata stand-in network that no container
+// uses and that is older than any live run's: a scorecard attaches its
+// server within seconds of creating the network, so one left empty for
+// minutes belongs to a run that ended without its clean-up (a killed test
+// process), and would hold the subnet for ever ("Pool overlaps").
+func dropLeftoverMeta(t *testing.T, d devboxtest.Docker) {
+	out, err := d.Command(context.Background(), "network", "ls", "-q", "--filter", "name=dbx-e2e-").Output()
+	if err != nil {
+		return
+	}
+	for _, id := range strings.Fields(string(out)) {
+		info, err := d.Command(context.Background(), "network", "inspect", "--format",
+			"{{.Name}} {{.Created.Unix}} {{len .Containers}}{{range .IPAM.Config}} {{.Subnet}}{{end}}", id).Output()
+		f := strings.Fields(string(info))
+		if err != nil || len(f) < 4 || !strings.HasSuffix(f[0], "-meta") || !slices.Contains(f[3:], metadataSubnet) || f[2] != "0" {
+			continue
+		}
+		if created, err := strconv.ParseInt(f[1], 10, 64); err == nil && time.Since(time.Unix(created, 0)) > 5*time.Minute {
+			t.Logf("removing %s, a metadata network no container has used for %v (left by a run cut short)", f[0], time.Since(time.Unix(created, 0)).Round(time.Second))
+			d.Command(context.Background(), "network", "rm", id).Run()
+		}
+	}
 }
 
 // devcontainerArgv is `devcontainer exec` for repo, as argv after the CLI.

@@ -67,6 +67,9 @@ func (f *fence) mustApply(env ...string) {
 	if err := f.applyErr(env...); err != nil {
 		f.t.Fatalf("apply: %v", err)
 	}
+	for _, w := range f.apply.Warnings {
+		f.t.Logf("apply: warning: %s", w)
+	}
 }
 
 // newWorld builds a world and writes cfg (with the test's paths) without
@@ -87,8 +90,27 @@ func newWorld(t testing.TB, cfg Config) *fence {
 	cfg.Log = true
 	cfg.LogFile = filepath.Join(dir, "firewall.jsonl")
 	f.cfg = cfg
-	t.Cleanup(func() { StopDNS(f.cfg); StopGate(f.cfg) })
+	t.Cleanup(func() {
+		StopDNS(f.cfg)
+		StopGate(f.cfg)
+		if t.Failed() {
+			f.logDaemonErrors()
+		}
+	})
 	return f
+}
+
+// logDaemonErrors puts the end of the daemons' stderr files in a failed
+// test's output: a refusal the test did not expect is often explained
+// there (a bindings lookup that failed, a set write refused).
+func (f *fence) logDaemonErrors() {
+	for _, name := range []string{daemonErrFile, gateErrFile} {
+		raw, err := os.ReadFile(filepath.Join(f.dir, name))
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		f.t.Logf("%s (last 4 KiB):\n%s", name, raw[max(0, len(raw)-4096):])
+	}
 }
 
 func (f *fence) writeConfig() string {
