@@ -47,6 +47,21 @@ func RequireBinary(tb testing.TB, name string) string {
 	return p
 }
 
+// LookBinary returns the path of name for a test that needs no root but
+// does need the program (git, the docker CLI): without it the test fails
+// under DEVBOX_E2E, where scripts/test installed it, and skips elsewhere.
+func LookBinary(tb testing.TB, name string) string {
+	tb.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if E2E() {
+			tb.Fatalf("%s is set but %s is not installed (scripts/test installs it): %v", E2EVar, name, err)
+		}
+		tb.Skipf("%s is not installed", name)
+	}
+	return p
+}
+
 // Env returns the value of an environment variable that scripts/test exports
 // (DEVBOX_BUILDKIT_HOST, DEVBOX_REGISTRY, …), gating on DEVBOX_E2E and
 // failing when it is empty.

@@ -342,14 +342,7 @@ func gitCmd(t *testing.T, f *fixture, dir string, args ...string) (string, error
 // requireGit skips t without git, and fails it under DEVBOX_E2E.
 func requireGit(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("git")
-	if err != nil {
-		if os.Getenv(devboxtest.E2EVar) != "" {
-			t.Fatal("git is not installed (scripts/test installs it)")
-		}
-		t.Skip("git is not installed")
-	}
-	return p
+	return devboxtest.LookBinary(t, "git")
 }
 
 func TestGitRoute(t *testing.T) {

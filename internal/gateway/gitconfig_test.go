@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/devbox-dev/devbox/internal/devboxtest"
 	"github.com/devbox-dev/devbox/internal/policy"
 )
 
@@ -39,9 +40,7 @@ func TestWriteGitConfig(t *testing.T) {
 // TestGitConfigEnv asks git itself: the environment form must give the same
 // url.*.insteadOf entries as the file form.
 func TestGitConfigEnv(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
+	devboxtest.LookBinary(t, "git")
 	creds := policy.Credentials{Git: []policy.GitCredential{
 		{Host: "git.example.test", Secret: "s", Repos: []string{"a/b"}},
 		{Host: "other.example.test", Secret: "t", Repos: []string{"c/d"}},

@@ -351,14 +351,7 @@ func TestReportEscapes(t *testing.T) {
 // without it under DEVBOX_E2E and skip otherwise.
 func needGit(t testing.TB) string {
 	t.Helper()
-	p, err := exec.LookPath("git")
-	if err != nil {
-		if devboxtest.E2E() {
-			t.Fatalf("%s is set but git is not installed", devboxtest.E2EVar)
-		}
-		t.Skip("git is not installed")
-	}
-	return p
+	return devboxtest.LookBinary(t, "git")
 }
 
 // TestRunLaterOnHost: the host audit (Scan) covers the files other tools

@@ -106,12 +106,7 @@ func gitT(t *testing.T, dir string, args ...string) string {
 // two branches, and returns them.
 func pullFixture(t *testing.T) (root, ctr string) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		if devboxtest.E2E() {
-			t.Fatal("git is not installed")
-		}
-		t.Skip("git is not installed")
-	}
+	devboxtest.LookBinary(t, "git")
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	t.Setenv("GIT_CONFIG_GLOBAL", "/dev/null")
 	t.Setenv("HOME", t.TempDir())

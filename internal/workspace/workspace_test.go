@@ -134,15 +134,9 @@ func TestFindErrors(t *testing.T) {
 // TestFindEngineUnreachable runs the real docker CLI against a socket
 // nobody listens on.
 func TestFindEngineUnreachable(t *testing.T) {
-	docker, err := exec.LookPath("docker")
-	if err != nil {
-		if devboxtest.E2E() {
-			t.Fatalf("docker CLI: %v", err)
-		}
-		t.Skip("no docker CLI on the PATH")
-	}
+	docker := devboxtest.LookBinary(t, "docker")
 	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "nobody.sock"))
-	_, err = Find(context.Background(), FindOptions{Folder: t.TempDir(), Docker: docker, Run: ExecRunner{}})
+	_, err := Find(context.Background(), FindOptions{Folder: t.TempDir(), Docker: docker, Run: ExecRunner{}})
 	if err == nil || !strings.Contains(err.Error(), "cannot reach the container engine") || !strings.Contains(err.Error(), "nobody.sock") {
 		t.Fatalf("Find with no daemon: %v", err)
 	}
