@@ -292,12 +292,6 @@ func Warm(ctx context.Context, cfg Config) []string {
 				m.SetQuestion(dns.Fqdn(name), qt)
 				c := &dns.Client{Timeout: 3 * time.Second}
 				r, _, err := c.ExchangeContext(ctx, m, addr)
-				if err != nil && ctx.Err() == nil {
-					// Once more: on a loaded host a lost or late UDP
-					// answer would leave the name out of the sets until
-					// the agent's own first lookup.
-					r, _, err = c.ExchangeContext(ctx, m, addr)
-				}
 				mu.Lock()
 				defer mu.Unlock()
 				switch {

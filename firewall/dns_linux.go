@@ -605,9 +605,9 @@ func RunDNS(ctx context.Context, cfg Config) error {
 		servers []*dns.Server
 		pcs     []*net.UDPConn
 	)
-	// Every listener is closed and every server shut down on any return,
-	// so a step that fails after they are up (NFLOG, the bindings socket)
-	// leaves no server behind. Closing the listener also stops a server
+	// Every listener is closed and every server shut down on any return
+	// (one of them failed, or ctx ended), so none is left behind. Closing
+	// the listener also stops a server
 	// whose ActivateAndServe has not marked it started yet, which Shutdown
 	// alone would refuse.
 	defer func() {
@@ -619,6 +619,28 @@ func RunDNS(ctx context.Context, cfg Config) error {
 			pc.Close()
 		}
 	}()
+	// The gate's bindings socket and the NFLOG socket first, the DNS
+	// servers last: StartDNS's readiness check is a DNS query, so once the
+	// filter answers one, everything it serves is there (CI run 10: a
+	// gate's first lookup came before the bindings socket existed, and a
+	// connection apply had just made possible was refused).
+	var bl *net.UnixListener
+	if cfg.Gate {
+		if testHookBindings != nil {
+			testHookBindings()
+		}
+		if bl, err = listenBindings(cfg); err != nil {
+			return fmt.Errorf("firewall dns: %w", err)
+		}
+		defer bl.Close()
+	}
+	var nl *nflogReader
+	if cfg.Log {
+		if nl, err = openNFLOG(cfg.LogGroup); err != nil {
+			return fmt.Errorf("firewall dns: %w", err)
+		}
+		defer nl.Close()
+	}
 	// Root made the sockets and handed them over (StartDNS): the filter
 	// never binds its port itself.
 	in, err := daemonpid.Inherit("DNS filter")
@@ -632,27 +654,11 @@ func RunDNS(ctx context.Context, cfg Config) error {
 		pcs = append(pcs, pc.(*net.UDPConn))
 	}
 	errc := make(chan error, len(servers)+len(pcs)+2)
-	for _, srv := range servers {
-		go func() { errc <- srv.ActivateAndServe() }()
-	}
-	for _, pc := range pcs {
-		go func() { errc <- f.serveUDP(pc) }()
-	}
-	if cfg.Gate {
-		bl, err := listenBindings(cfg)
-		if err != nil {
-			return fmt.Errorf("firewall dns: %w", err)
-		}
-		defer bl.Close()
+	if bl != nil {
 		go func() { errc <- f.serveBindings(bl) }()
 		go sweepEveryMinute(ctx, f.bound.sweep)
 	}
-	if cfg.Log {
-		nl, err := openNFLOG(cfg.LogGroup)
-		if err != nil {
-			return fmt.Errorf("firewall dns: %w", err)
-		}
-		defer nl.Close()
+	if nl != nil {
 		go func() {
 			errc <- nl.read(func(prefix string, payload []byte, _ uint8) {
 				e, ok := packetEvent(prefix, payload)
@@ -669,6 +675,12 @@ func RunDNS(ctx context.Context, cfg Config) error {
 			})
 		}()
 	}
+	for _, srv := range servers {
+		go func() { errc <- srv.ActivateAndServe() }()
+	}
+	for _, pc := range pcs {
+		go func() { errc <- f.serveUDP(pc) }()
+	}
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
@@ -678,6 +690,10 @@ func RunDNS(ctx context.Context, cfg Config) error {
 	}
 	return nil
 }
+
+// testHookBindings runs before the filter opens the gate's bindings
+// socket: TestGate_ReadyMeansServing makes that step slow.
+var testHookBindings func()
 
 // QueryHealth asks the filter listening on addr for its Health.
 func QueryHealth(ctx context.Context, addr string) (Health, error) {

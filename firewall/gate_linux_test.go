@@ -125,6 +125,19 @@ func uidp(u int) *int { return &u }
 // TestGate is the name gate's acceptance list, on one world: good.test is
 // allowed on any port, api.test too (it resolves elsewhere), and hostWild
 // is a static entry.
+// TestGate_ReadyMeansServing: once apply says the DNS filter is up, the
+// gate's first connection gets its answer from the filter's bindings
+// socket, however long the filter takes to open it (here a second more
+// than its DNS port: CI run 10 refused a first connection sni-mismatch,
+// the readiness check having answered before the socket was there).
+func TestGate_ReadyMeansServing(t *testing.T) {
+	g := newGateFence(t, Config{Allow: []Destination{allowName("good.test")}}, "DEVBOX_FW_SLOW_BINDINGS=1")
+	out, ok := g.probeAs(1000, "tls", ap(hostGate, 443).String(), "good.test", g.caFile)
+	if !ok || out != "ok hello good.test sni=good.test" {
+		t.Errorf("first connection after apply: ok=%v %s", ok, out)
+	}
+}
+
 func TestGate(t *testing.T) {
 	g := newGateFence(t, Config{Allow: []Destination{allowName("good.test"), allowName("api.test"), {Prefix: netip.PrefixFrom(hostWild, 32)}}})
 	good, good6 := ap(hostGate, 443).String(), ap(hostGate6, 443).String()

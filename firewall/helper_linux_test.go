@@ -80,6 +80,9 @@ func helperDaemon(run func(context.Context, Config) error) int {
 // $DEVBOX_FW_CPUPROFILE if set: for profiling the filter by hand
 // (docs/firewall.md, "Profiling").
 func runDNSProfiled(ctx context.Context, cfg Config) error {
+	if os.Getenv("DEVBOX_FW_SLOW_BINDINGS") != "" {
+		testHookBindings = func() { time.Sleep(time.Second) }
+	}
 	return cpuProfiled("DEVBOX_FW_CPUPROFILE", os.O_RDWR|os.O_CREATE|os.O_TRUNC, func() error { return RunDNS(ctx, cfg) })
 }
 
@@ -144,7 +147,11 @@ func helperApply() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	pid, err := StartDNS(ctx, cfg, DaemonOptions{Command: []string{self}, Env: []string{helperEnv + "=dns"}})
+	denv := []string{helperEnv + "=dns"}
+	if v := os.Getenv("DEVBOX_FW_SLOW_BINDINGS"); v != "" {
+		denv = append(denv, "DEVBOX_FW_SLOW_BINDINGS="+v)
+	}
+	pid, err := StartDNS(ctx, cfg, DaemonOptions{Command: []string{self}, Env: denv})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
