@@ -174,7 +174,9 @@ func validName(s string) bool {
 	if s == "" || len(s) > 253 || strings.HasPrefix(s, ".") || strings.HasSuffix(s, ".") {
 		return false
 	}
-	for _, label := range strings.Split(s, ".") {
+	for rest := s; rest != ""; {
+		label, after, _ := strings.Cut(rest, ".")
+		rest = after
 		if label == "" || len(label) > 63 {
 			return false
 		}

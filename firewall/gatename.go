@@ -142,7 +142,14 @@ func parseClientHello(b []byte) (int, clientHello, error) {
 		if len(b)-off-5 < n {
 			return 0, clientHello{}, errNeedMore
 		}
-		msg = append(msg, b[off+5:off+5+n]...)
+		// One record holds the whole hello in every client seen: read it
+		// where it is. Records after the first are joined in a copy (the
+		// clip keeps append from writing into b).
+		if rec := b[off+5 : off+5+n]; msg == nil {
+			msg = rec
+		} else {
+			msg = append(msg[:len(msg):len(msg)], rec...)
+		}
 		off += 5 + n
 		if len(msg) < 4 {
 			continue
@@ -221,14 +228,13 @@ func parseHelloBody(body []byte) (clientHello, error) {
 	if r.bad || len(r.b) != 0 {
 		return clientHello{}, bad
 	}
-	seen := map[int]bool{}
+	var seen extSet
 	for len(exts.b) > 0 {
 		typ := exts.uint(2)
 		data := exts.vector(2)
-		if exts.bad || seen[typ] {
+		if exts.bad || seen.repeated(typ) {
 			return ch, bad
 		}
-		seen[typ] = true
 		switch typ {
 		case extServerName:
 			list := data.vector(2)
@@ -251,6 +257,38 @@ func parseHelloBody(body []byte) (clientHello, error) {
 	return ch, nil
 }
 
+// extSet is the extension types a ClientHello carried so far: the first
+// few dozen (more than any client sends) in an array, scanned, so that
+// reading a hello allocates nothing; the rest in a map, so that a hello
+// of thousands of extensions costs no more than linear time.
+type extSet struct {
+	few  [32]uint16
+	n    int
+	more map[int]bool
+}
+
+// repeated records typ and reports whether it was there already.
+func (s *extSet) repeated(typ int) bool {
+	for _, t := range s.few[:min(s.n, len(s.few))] {
+		if int(t) == typ {
+			return true
+		}
+	}
+	if s.n < len(s.few) {
+		s.few[s.n] = uint16(typ)
+		s.n++
+		return false
+	}
+	if s.more[typ] {
+		return true
+	}
+	if s.more == nil {
+		s.more = map[int]bool{}
+	}
+	s.more[typ] = true
+	return false
+}
+
 // serverHelloIsHRR reads the server's first TLS records in b: it reports
 // whether they begin a HelloRetryRequest (true) or anything else (false),
 // or errNeedMore.
@@ -265,7 +303,11 @@ func serverHelloIsHRR(b []byte) (bool, error) {
 			return false, nil // an alert, or not TLS: no retry
 		}
 		end := min(off+5+n, len(b))
-		msg = append(msg, b[off+5:end]...)
+		if msg == nil {
+			msg = b[off+5 : end]
+		} else {
+			msg = append(msg[:len(msg):len(msg)], b[off+5:end]...)
+		}
 		// type(1) length(3) version(2) random(32)
 		if len(msg) >= 38 {
 			return msg[0] == 2 && bytes.Equal(msg[6:38], helloRandomHRR), nil

@@ -65,6 +65,32 @@ func BenchmarkSniffHTTP(b *testing.B) {
 	benchmarkSniff(b, []byte("GET / HTTP/1.1\r\nHost: good.test\r\nUser-Agent: curl/8\r\nAccept: */*\r\n\r\n"), streamHTTP, "good.test")
 }
 
+// BenchmarkReadFirstTLS reads a ClientHello alone (crypto/tls's, 1.8 KB
+// with its post-quantum key share): the gate's loop does it between the
+// client's first bytes and the SYN to the destination.
+func BenchmarkReadFirstTLS(b *testing.B) {
+	h := helloBytes(b, "good.test")
+	b.ReportAllocs()
+	for b.Loop() {
+		if f, err := readFirst(h); err != nil || f.name != "good.test" {
+			b.Fatalf("readFirst = %+v, %v", f, err)
+		}
+	}
+}
+
+// BenchmarkGateVerdict is the verdict on a name whose address the recent
+// bindings know, the loop's other step before the SYN.
+func BenchmarkGateVerdict(b *testing.B) {
+	cfg := Config{Allow: []Destination{allowName("good.test"), allowName("api.test"), allowName("*.example.test")}}.WithDefaults()
+	bound := []string{"good.test"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := cfg.gateVerdict(streamTLS, "good.test", false, 443, bound); r != "" {
+			b.Fatal(r)
+		}
+	}
+}
+
 // TestSniff: the first bytes are recognized whether they come at once or
 // in pieces, beyond the reused 4 KiB record, and every byte read is kept
 // for the replay, in order.
