@@ -607,9 +607,8 @@ func RunDNS(ctx context.Context, cfg Config) error {
 	)
 	// Every listener is closed and every server shut down on any return
 	// (one of them failed, or ctx ended), so none is left behind. Closing
-	// the listener also stops a server
-	// whose ActivateAndServe has not marked it started yet, which Shutdown
-	// alone would refuse.
+	// the listener also stops a server whose ActivateAndServe has not
+	// marked it started yet, which Shutdown alone would refuse.
 	defer func() {
 		for _, srv := range servers {
 			srv.Shutdown()
