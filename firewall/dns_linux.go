@@ -618,11 +618,25 @@ func RunDNS(ctx context.Context, cfg Config) error {
 			pc.Close()
 		}
 	}()
-	// The gate's bindings socket and the NFLOG socket first, the DNS
+	// Root made the sockets and handed them over (StartDNS): the filter
+	// never binds its port itself.
+	in, err := daemonpid.Inherit("DNS filter")
+	if err != nil {
+		return fmt.Errorf("firewall dns: %w", err)
+	}
+	for _, l := range in.TCP {
+		servers = append(servers, &dns.Server{Listener: l, Handler: f})
+	}
+	for _, pc := range in.UDP {
+		pcs = append(pcs, pc.(*net.UDPConn))
+	}
+	// Then the gate's bindings socket and the NFLOG socket, and the DNS
 	// servers last: StartDNS's readiness check is a DNS query, so once the
 	// filter answers one, everything it serves is there (CI run 10: a
 	// gate's first lookup came before the bindings socket existed, and a
-	// connection apply had just made possible was refused).
+	// connection apply had just made possible was refused). The inherited
+	// sockets are taken first all the same, so that a failure here closes
+	// them (TestRunDNSFailureClosesListeners).
 	var bl *net.UnixListener
 	if cfg.Gate {
 		if testHookBindings != nil {
@@ -639,18 +653,6 @@ func RunDNS(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("firewall dns: %w", err)
 		}
 		defer nl.Close()
-	}
-	// Root made the sockets and handed them over (StartDNS): the filter
-	// never binds its port itself.
-	in, err := daemonpid.Inherit("DNS filter")
-	if err != nil {
-		return fmt.Errorf("firewall dns: %w", err)
-	}
-	for _, l := range in.TCP {
-		servers = append(servers, &dns.Server{Listener: l, Handler: f})
-	}
-	for _, pc := range in.UDP {
-		pcs = append(pcs, pc.(*net.UDPConn))
 	}
 	errc := make(chan error, len(servers)+len(pcs)+2)
 	if bl != nil {
