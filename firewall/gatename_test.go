@@ -83,6 +83,16 @@ func withName(name string) []byte {
 	return helloRecords(helloBody(append(standardExts(), sniExt(0, name))...), 0)
 }
 
+// padExts returns n empty extensions of types 1000 to 1000+n-1 (types no
+// client uses, which servers ignore).
+func padExts(n int) []helloExt {
+	var out []helloExt
+	for i := range n {
+		out = append(out, helloExt{uint16(1000 + i), nil})
+	}
+	return out
+}
+
 func TestParseClientHello(t *testing.T) {
 	std := standardExts()
 	ext := func(more ...helloExt) []byte {
@@ -117,6 +127,11 @@ func TestParseClientHello(t *testing.T) {
 		{"not a hello", []byte{recordHandshake, 3, 1, 0, 4, 2, 0, 0, 0}, "!" + GateAmbiguousTLS},
 		{"SSLv3 record", append([]byte{recordHandshake, 3, 0}, withName("good.test")[3:]...), "!" + GateAmbiguousTLS},
 		{"ECH", ext(sniExt(0, "good.test"), helloExt{extECH, []byte{0, 1, 2}}), "good.test+ech"},
+		// Past the 32 types extSet keeps in its array: a repeat is found
+		// in the map, and of a type the array holds.
+		{"40 extensions", ext(append(padExts(36), sniExt(0, "good.test"))...), "good.test"},
+		{"a repeat past 32", ext(append(padExts(36), sniExt(0, "good.test"), helloExt{1035, nil})...), "!" + GateAmbiguousTLS},
+		{"a repeat of the first past 32", ext(append(padExts(36), sniExt(0, "good.test"), std[0])...), "!" + GateAmbiguousTLS},
 	}
 	for _, tc := range cases {
 		n, ch, err := parseClientHello(tc.in)
