@@ -122,9 +122,6 @@ func (g *gateFence) refusedBy(want Event) string {
 
 func uidp(u int) *int { return &u }
 
-// TestGate is the name gate's acceptance list, on one world: good.test is
-// allowed on any port, api.test too (it resolves elsewhere), and hostWild
-// is a static entry.
 // TestGate_ReadyMeansServing: once apply says the DNS filter is up, the
 // gate's first connection gets its answer from the filter's bindings
 // socket, however long the filter takes to open it (here a second more
@@ -138,6 +135,9 @@ func TestGate_ReadyMeansServing(t *testing.T) {
 	}
 }
 
+// TestGate is the name gate's acceptance list, on one world: good.test is
+// allowed on any port, api.test too (it resolves elsewhere), and hostWild
+// is a static entry.
 func TestGate(t *testing.T) {
 	g := newGateFence(t, Config{Allow: []Destination{allowName("good.test"), allowName("api.test"), {Prefix: netip.PrefixFrom(hostWild, 32)}}})
 	good, good6 := ap(hostGate, 443).String(), ap(hostGate6, 443).String()
